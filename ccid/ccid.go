@@ -1,0 +1,148 @@
+// SPDX-License-Identifier: MIT
+
+// Package ccid holds the per-subflow congestion controllers (CCID2, BBR and
+// a rate-capped "none") behind one interface. It is pure logic: the engine
+// passes the time in and asks for deadlines; nothing here sleeps or spawns.
+package ccid
+
+import (
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/mptun/mptun/internal/mono"
+)
+
+// AckState is the two-bit state of an Ack Vector cell (RFC 4340 §11.4).
+type AckState uint8
+
+const (
+	Received          AckState = 0
+	ReceivedECNMarked AckState = 1
+	NotReceived       AckState = 3
+)
+
+// AckRun is one decoded Ack Vector cell: the N sequence numbers
+// High, High-1, …, High-N+1 (modulo 2^48) all have State.
+type AckRun struct {
+	High  uint64
+	N     uint32
+	State AckState
+}
+
+// Feedback is what a subflow's sender learns from one acknowledging packet.
+type Feedback struct {
+	// AckNo is the Ack Number of the packet: the peer's greatest sequence
+	// number received (GSR).
+	AckNo uint64
+	// Runs is the Ack Vector, newest first, starting at AckNo. It is only
+	// valid during the call.
+	Runs []AckRun
+	// Elapsed is the peer's Elapsed Time option, or 0.
+	Elapsed time.Duration
+	// Size is the size of the acknowledging packet on the wire, in bytes.
+	Size int
+}
+
+// Controller is one subflow's sender-side congestion controller.
+//
+// The engine calls OnPacketSent for every packet it sends on the subflow
+// (pure Acks too: every DCCP packet consumes a sequence number, but only
+// packets with CountsInFlight take window space), OnFeedback for every
+// acknowledgement, and OnTimer when Deadline has passed. It asks CanSend and
+// SendTime before each data packet.
+type Controller interface {
+	// Name is the config name, e.g. "ccid2".
+	Name() string
+	// CCID is the number negotiated with the CCID feature (RFC 4340 §10).
+	CCID() uint8
+
+	// OnPacketSent records a packet sent at now with DCCP sequence number
+	// seq and wire size bytes. inFlight is false for packets that do not
+	// count against the window (pure Acks, Syncs).
+	OnPacketSent(now mono.Time, seq uint64, bytes int, inFlight bool)
+	// OnFeedback processes an Ack Vector received at now.
+	OnFeedback(now mono.Time, fb *Feedback)
+	// OnTimer runs the retransmission timer and similar; the engine calls
+	// it when now >= Deadline().
+	OnTimer(now mono.Time)
+	// Deadline is when OnTimer must next run, or mono.Never.
+	Deadline() mono.Time
+
+	// CanSend reports whether the window has room for another data packet.
+	CanSend(now mono.Time) bool
+	// SendTime is the earliest time the next data packet may leave (pacing);
+	// a time <= now means at once.
+	SendTime(now mono.Time) mono.Time
+
+	// AckRatio is the Ack Ratio the controller wants the peer to use
+	// (RFC 4341 §6); the engine negotiates changes with feature 5.
+	AckRatio() int
+
+	// State is a snapshot for metrics and schedulers.
+	State() State
+}
+
+// State is a controller's view of its path.
+type State struct {
+	Cwnd         int // congestion window, packets
+	InFlight     int // packets sent, not yet acknowledged or declared lost
+	Ssthresh     int // packets; 0 when not applicable
+	SRTT         time.Duration
+	RTTVar       time.Duration
+	MinRTT       time.Duration
+	PacingRate   float64 // bytes per second; 0 when not pacing
+	DeliveryRate float64 // bytes per second, recent estimate
+	Phase        string  // e.g. "slow-start", "congestion-avoidance", "startup", "probe-bw"
+
+	PacketsSent      uint64
+	PacketsAcked     uint64
+	PacketsLost      uint64
+	ECNMarks         uint64
+	CongestionEvents uint64
+	SpuriousEvents   uint64 // congestion events later undone because the "lost" packet arrived
+	Timeouts         uint64
+}
+
+// Config parameterises a controller. The zero value gets sensible defaults.
+type Config struct {
+	// MSS is the path's maximum packet size in bytes (outer DCCP packet).
+	MSS int
+	// RateLimit caps the sending rate in bits per second (0 = none). The
+	// "none" controller is only this cap.
+	RateLimit float64
+	// InitialWindow overrides the initial window in packets (0 = RFC 4341).
+	InitialWindow int
+	// HyStart enables HyStart++ slow-start exit (CCID2).
+	HyStart bool
+	// ABE enables Alternative Backoff with ECN (RFC 8511) for CCID2.
+	ABE bool
+}
+
+// Factory builds a controller.
+type Factory func(cfg Config) Controller
+
+var registry = map[string]Factory{}
+
+// Register makes a controller available under name. It is called from the
+// implementations' init functions.
+func Register(name string, f Factory) { registry[name] = f }
+
+// New returns a new controller by its config name.
+func New(name string, cfg Config) (Controller, error) {
+	f, ok := registry[name]
+	if !ok {
+		return nil, fmt.Errorf("unknown congestion controller %q (have %v)", name, Names())
+	}
+	return f(cfg), nil
+}
+
+// Names lists the registered controllers.
+func Names() []string {
+	names := make([]string, 0, len(registry))
+	for n := range registry {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}

@@ -1,0 +1,210 @@
+// SPDX-License-Identifier: MIT
+
+package netsim
+
+import (
+	"time"
+
+	"github.com/mptun/mptun/internal/mono"
+)
+
+// GilbertElliott is a two-state bursty loss model. Each packet first moves
+// the chain (good→bad with PGoodBad, bad→good with PBadGood), then is lost
+// with the loss probability of the state it is in.
+type GilbertElliott struct {
+	PGoodBad, PBadGood float64
+	LossGood, LossBad  float64
+}
+
+// MeanLoss is the stationary loss probability of the chain.
+func (g GilbertElliott) MeanLoss() float64 {
+	if g.PGoodBad+g.PBadGood == 0 {
+		return g.LossGood
+	}
+	pBad := g.PGoodBad / (g.PGoodBad + g.PBadGood)
+	return (1-pBad)*g.LossGood + pBad*g.LossBad
+}
+
+// Outage is a time interval in which the link silently drops everything.
+type Outage struct{ Start, End mono.Time }
+
+// LinkConfig describes one direction of a path.
+type LinkConfig struct {
+	Rate    float64       // bits per second; 0 = infinite
+	Queue   int           // drop-tail queue limit in bytes; 0 = unlimited
+	Delay   time.Duration // one-way propagation delay, not counted against the queue
+	Jitter  time.Duration // extra uniform delay in [0, Jitter]
+	Reorder bool          // let jitter reorder packets (otherwise FIFO is kept)
+	Loss    float64       // Bernoulli loss probability
+	GE      *GilbertElliott
+	Outages []Outage
+}
+
+// Packet is what a link carries. Size is the wire size used for rate and
+// queue accounting; Data and Meta are passed through untouched.
+type Packet struct {
+	Size   int
+	Data   []byte
+	Meta   any
+	ECN    uint8
+	SentAt mono.Time
+}
+
+// LinkStats counts what a link did.
+type LinkStats struct {
+	Sent, SentBytes           uint64
+	Delivered, DeliveredBytes uint64
+	DroppedQueue              uint64
+	DroppedLoss               uint64
+	DroppedOutage             uint64
+	MaxQueueBytes             int
+}
+
+// Link is one direction of a simulated path: a drop-tail queue drained at
+// Rate, then a propagation delay with optional jitter and loss.
+type Link struct {
+	sim     *Sim
+	cfg     LinkConfig
+	deliver func(Packet)
+
+	// departures holds the serialization end time and size of every packet
+	// still queued or being serialized, oldest first.
+	departures  []departure
+	queued      int
+	busyUntil   mono.Time
+	lastArrival mono.Time
+	geBad       bool
+	stats       LinkStats
+}
+
+type departure struct {
+	at   mono.Time
+	size int
+}
+
+// NewLink creates a link that hands delivered packets to deliver.
+func (s *Sim) NewLink(cfg LinkConfig, deliver func(Packet)) *Link {
+	return &Link{sim: s, cfg: cfg, deliver: deliver}
+}
+
+// Config returns the link's current configuration.
+func (l *Link) Config() LinkConfig { return l.cfg }
+
+// SetConfig changes the link from now on. Packets already serialized keep
+// their timing.
+func (l *Link) SetConfig(cfg LinkConfig) { l.cfg = cfg }
+
+// Stats returns the link's counters.
+func (l *Link) Stats() LinkStats { return l.stats }
+
+func (l *Link) drain() {
+	now := l.sim.now
+	i := 0
+	for i < len(l.departures) && l.departures[i].at <= now {
+		l.queued -= l.departures[i].size
+		i++
+	}
+	if i > 0 {
+		n := copy(l.departures, l.departures[i:])
+		l.departures = l.departures[:n]
+	}
+}
+
+// QueueBytes is the number of bytes queued or being serialized now.
+func (l *Link) QueueBytes() int {
+	l.drain()
+	return l.queued
+}
+
+// QueueDelay is how long a packet sent now would wait before its
+// serialization starts.
+func (l *Link) QueueDelay() time.Duration {
+	if l.busyUntil <= l.sim.now {
+		return 0
+	}
+	return l.busyUntil.Sub(l.sim.now)
+}
+
+func (l *Link) inOutage(t mono.Time) bool {
+	for _, o := range l.cfg.Outages {
+		if t >= o.Start && t < o.End {
+			return true
+		}
+	}
+	return false
+}
+
+func (l *Link) lost() bool {
+	rng := l.sim.rng
+	if g := l.cfg.GE; g != nil {
+		if l.geBad {
+			if rng.Float64() < g.PBadGood {
+				l.geBad = false
+			}
+		} else if rng.Float64() < g.PGoodBad {
+			l.geBad = true
+		}
+		p := g.LossGood
+		if l.geBad {
+			p = g.LossBad
+		}
+		if p > 0 && rng.Float64() < p {
+			return true
+		}
+	}
+	return l.cfg.Loss > 0 && rng.Float64() < l.cfg.Loss
+}
+
+// Send offers p to the link at the current time. It returns false if the
+// queue had no room; a packet lost on the way still returns true, as on a
+// real link the sender cannot tell.
+func (l *Link) Send(p Packet) bool {
+	now := l.sim.now
+	p.SentAt = now
+	l.stats.Sent++
+	l.stats.SentBytes += uint64(p.Size)
+	l.drain()
+	if l.cfg.Queue > 0 && l.queued+p.Size > l.cfg.Queue {
+		l.stats.DroppedQueue++
+		return false
+	}
+	if l.inOutage(now) {
+		l.stats.DroppedOutage++
+		return true
+	}
+	start := mono.Max(now, l.busyUntil)
+	done := start
+	if l.cfg.Rate > 0 {
+		done = start.Add(time.Duration(float64(p.Size) * 8 / l.cfg.Rate * 1e9))
+	}
+	l.busyUntil = done
+	l.departures = append(l.departures, departure{at: done, size: p.Size})
+	l.queued += p.Size
+	if l.queued > l.stats.MaxQueueBytes {
+		l.stats.MaxQueueBytes = l.queued
+	}
+	if l.lost() {
+		l.stats.DroppedLoss++
+		return true
+	}
+	arrive := done.Add(l.cfg.Delay)
+	if l.cfg.Jitter > 0 {
+		arrive = arrive.Add(time.Duration(l.sim.rng.Int64N(int64(l.cfg.Jitter) + 1)))
+	}
+	if !l.cfg.Reorder && arrive < l.lastArrival {
+		arrive = l.lastArrival
+	}
+	if arrive > l.lastArrival {
+		l.lastArrival = arrive
+	}
+	l.sim.At(arrive, func() {
+		if l.inOutage(l.sim.now) {
+			l.stats.DroppedOutage++
+			return
+		}
+		l.stats.Delivered++
+		l.stats.DeliveredBytes += uint64(p.Size)
+		l.deliver(p)
+	})
+	return true
+}

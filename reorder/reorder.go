@@ -1,0 +1,123 @@
+// SPDX-License-Identifier: MIT
+
+// Package reorder puts packets that arrived over several paths back into
+// overall (MP_SEQ) order at the receiver. It is pure logic: the engine
+// passes the time in, and asks for the next deadline so that held packets
+// are released even when nothing else arrives.
+package reorder
+
+import (
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/mptun/mptun/internal/mono"
+)
+
+// Item is one received inner packet. Buf is owned by the reorderer from a
+// successful Push until Pop returns it.
+type Item struct {
+	Seq     uint64    // MP_SEQ, 48-bit, wraps
+	Path    int       // path id it arrived on
+	PathSeq uint64    // the subflow's DCCP sequence number (48-bit)
+	Arrival mono.Time // when it arrived
+	Buf     []byte
+}
+
+// PathInfo is what the engine knows about a receiving path.
+type PathInfo struct {
+	ID     int
+	Active bool
+	// SRTT and MinRTT are the subflow's own RTT estimates; PeerRTT is the
+	// last MP_RTT the peer reported for that path (0 if none).
+	SRTT    time.Duration
+	MinRTT  time.Duration
+	RTTVar  time.Duration
+	PeerRTT time.Duration
+}
+
+// Reorderer restores MP_SEQ order.
+type Reorderer interface {
+	// Name is the config name, e.g. "adaptive".
+	Name() string
+	// Push offers a received packet. It returns false when the packet is
+	// refused (a duplicate, or late and configured to drop); the caller
+	// keeps the buffer then.
+	Push(now mono.Time, it Item) bool
+	// Pop returns the next packet ready for delivery, if any, in delivery
+	// order. Call it until it returns false after every Push and OnTimer.
+	Pop(now mono.Time) (Item, bool)
+	// Deadline is when OnTimer must next run, or mono.Never.
+	Deadline() mono.Time
+	// OnTimer releases packets whose hold time has expired.
+	OnTimer(now mono.Time)
+	// SetPaths updates the per-path delay information.
+	SetPaths(paths []PathInfo)
+	// Stats returns the decision counters.
+	Stats() Stats
+}
+
+// Stats counts reordering decisions.
+type Stats struct {
+	Delivered      uint64
+	InOrder        uint64 // delivered without waiting
+	Held           uint64 // delivered after waiting in the buffer
+	OutOfOrder     uint64 // delivered with a lower MP_SEQ than one already delivered
+	GapsSkipped    uint64 // sequence numbers given up on
+	GapsLateArrive uint64 // skipped sequence numbers that arrived later
+	Duplicates     uint64
+	LateDropped    uint64
+	Overflow       uint64 // skips forced by the buffer limit
+	Buffered       int    // packets held now
+	// HoldHist counts hold times in buckets: bucket i counts holds in
+	// [HoldBuckets[i-1], HoldBuckets[i]).
+	HoldHist [len(HoldBuckets) + 1]uint64
+}
+
+// HoldBuckets are the upper bounds of the hold-time histogram buckets.
+var HoldBuckets = [...]time.Duration{
+	0, 100 * time.Microsecond, 500 * time.Microsecond, time.Millisecond,
+	2 * time.Millisecond, 5 * time.Millisecond, 10 * time.Millisecond,
+	20 * time.Millisecond, 50 * time.Millisecond, 100 * time.Millisecond,
+	200 * time.Millisecond, 500 * time.Millisecond, time.Second,
+}
+
+// Config parameterises reorderers.
+type Config struct {
+	// MaxHold caps the time a packet waits for a gap (fixed: the hold time).
+	MaxHold time.Duration
+	// BufferLimit is the most packets held; beyond it the oldest gap is skipped.
+	BufferLimit int
+	// DropLate drops packets older than what was already delivered instead
+	// of delivering them out of order.
+	DropLate bool
+	// IdleFlush releases everything when nothing arrived for this long.
+	IdleFlush time.Duration
+}
+
+// Factory builds a reorderer.
+type Factory func(cfg Config) Reorderer
+
+var registry = map[string]Factory{}
+
+// Register makes a reorderer available under name.
+func Register(name string, f Factory) { registry[name] = f }
+
+// New returns a new reorderer by its config name.
+func New(name string, cfg Config) (Reorderer, error) {
+	f, ok := registry[name]
+	if !ok {
+		return nil, fmt.Errorf("unknown reorderer %q (have %v)", name, Names())
+	}
+	return f(cfg), nil
+}
+
+// Names lists the registered reorderers.
+func Names() []string {
+	names := make([]string, 0, len(registry))
+	for n := range registry {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}

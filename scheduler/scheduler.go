@@ -1,0 +1,91 @@
+// SPDX-License-Identifier: MIT
+
+// Package scheduler decides which subflow(s) carry the next inner packet.
+// Schedulers are pure logic fed by the congestion controllers' view of each
+// path; the engine asks before every data packet.
+package scheduler
+
+import (
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/mptun/mptun/internal/mono"
+)
+
+// Path is the engine's view of one subflow, refreshed before each Pick.
+type Path struct {
+	ID       int   // stable path id (index in the connection's path table)
+	Usable   bool  // established and not failed
+	Prio     uint8 // MP_PRIO: 0 never, 1 standby, 2 secondary, >=3 primary (default 3)
+	Weight   int   // configured weight for weighted round robin (>=1)
+	Cwnd     int   // packets
+	InFlight int   // packets
+	CanSend  bool  // the window has room now
+	// SendTime is when pacing lets the next packet leave.
+	SendTime   mono.Time
+	SRTT       time.Duration
+	RTTVar     time.Duration
+	MinRTT     time.Duration
+	PacingRate float64 // bytes per second (0 = unknown)
+	// Queued is the number of bytes already queued on this path and not
+	// yet sent.
+	Queued int
+}
+
+// Packet describes the inner packet being scheduled.
+type Packet struct {
+	Size int
+	// Class is the traffic class chosen by the classifier rules (0 = default).
+	Class int
+}
+
+// Scheduler picks paths for a packet.
+type Scheduler interface {
+	// Name is the config name, e.g. "rr".
+	Name() string
+	// Pick appends to dst the ids of the paths that should carry p and
+	// returns it. An empty result means "hold the packet for now": no path
+	// should take it yet (all windows full, or waiting for a faster path
+	// is better). The engine then retries when a window opens or at
+	// RetryAt.
+	Pick(now mono.Time, paths []Path, p Packet, dst []int) []int
+	// Stats returns per-path choice counters, keyed by path id.
+	Stats() Stats
+}
+
+// Stats counts decisions.
+type Stats struct {
+	Picks map[int]uint64 // packets assigned per path id
+	Holds uint64         // Pick calls that returned no path
+}
+
+// Config parameterises schedulers.
+type Config struct{}
+
+// Factory builds a scheduler.
+type Factory func(cfg Config) Scheduler
+
+var registry = map[string]Factory{}
+
+// Register makes a scheduler available under name.
+func Register(name string, f Factory) { registry[name] = f }
+
+// New returns a new scheduler by its config name.
+func New(name string, cfg Config) (Scheduler, error) {
+	f, ok := registry[name]
+	if !ok {
+		return nil, fmt.Errorf("unknown scheduler %q (have %v)", name, Names())
+	}
+	return f(cfg), nil
+}
+
+// Names lists the registered schedulers.
+func Names() []string {
+	names := make([]string, 0, len(registry))
+	for n := range registry {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
