@@ -102,6 +102,20 @@ type State struct {
 	CongestionEvents uint64
 	SpuriousEvents   uint64 // congestion events later undone because the "lost" packet arrived
 	Timeouts         uint64
+
+	// Pacing error: how late packets left compared with the release time
+	// SendTime gave (the data path's timer error).
+	PacingLateMean time.Duration
+	PacingLateMax  time.Duration
+}
+
+// AppLimitedNotifier is implemented by controllers that want to know when
+// the sender ran out of data while the window and pacer had room, so that
+// rate samples and window growth taken then are not trusted (RFC 7661,
+// draft-cheng-iccrg-delivery-rate-estimation). The engine should call it
+// when its send queue for the subflow is empty and CanSend is true.
+type AppLimitedNotifier interface {
+	OnAppLimited(now mono.Time)
 }
 
 // Config parameterises a controller. The zero value gets sensible defaults.

@@ -93,6 +93,32 @@ type Config struct {
 	DropLate bool
 	// IdleFlush releases everything when nothing arrived for this long.
 	IdleFlush time.Duration
+	// Margin is the jitter allowance added to the adaptive and equalize
+	// hold times on top of the estimated delay difference.
+	Margin time.Duration
+}
+
+// Defaults used for zero Config fields.
+const (
+	DefaultMaxHold     = 100 * time.Millisecond
+	DefaultBufferLimit = 2048
+	DefaultMargin      = 2 * time.Millisecond
+)
+
+func (c Config) withDefaults() Config {
+	if c.MaxHold <= 0 {
+		c.MaxHold = DefaultMaxHold
+	}
+	if c.BufferLimit <= 0 {
+		c.BufferLimit = DefaultBufferLimit
+	}
+	if c.IdleFlush <= 0 {
+		c.IdleFlush = 2 * c.MaxHold
+	}
+	if c.Margin <= 0 {
+		c.Margin = DefaultMargin
+	}
+	return c
 }
 
 // Factory builds a reorderer.

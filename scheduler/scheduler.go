@@ -38,6 +38,10 @@ type Packet struct {
 	Size int
 	// Class is the traffic class chosen by the classifier rules (0 = default).
 	Class int
+	// Backlog is the number of bytes waiting at the connection level,
+	// this packet included (0 = unknown: just this packet). ECF uses it
+	// to decide whether the slow path is needed at all.
+	Backlog int
 }
 
 // Scheduler picks paths for a packet.
@@ -60,8 +64,26 @@ type Stats struct {
 	Holds uint64         // Pick calls that returned no path
 }
 
-// Config parameterises schedulers.
-type Config struct{}
+// Config parameterises schedulers. The zero value gives the defaults.
+type Config struct {
+	// MSS is the packet size assumed when converting windows to bytes
+	// (default 1400).
+	MSS int
+	// ECFBeta is ECF's hysteresis: once it has decided to wait for the
+	// fast path it keeps waiting until the slow path is better by this
+	// fraction (default 0.25).
+	ECFBeta float64
+}
+
+func (c Config) withDefaults() Config {
+	if c.MSS <= 0 {
+		c.MSS = 1400
+	}
+	if c.ECFBeta <= 0 {
+		c.ECFBeta = 0.25
+	}
+	return c
+}
 
 // Factory builds a scheduler.
 type Factory func(cfg Config) Scheduler

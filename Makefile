@@ -1,0 +1,54 @@
+# mptun — multipath DCCP tunnel. `make help` lists the targets.
+GO        ?= go
+BIN       ?= bin
+FUZZTIME  ?= 20s
+SCENARIO  ?= configs/lab/demo.toml
+PKGS      := ./...
+
+.PHONY: all build test test-short vet demo bench fuzz install clean help
+
+all: build
+
+help:
+	@echo "make build      build bin/mptund and bin/mptun"
+	@echo "make test       vet + all tests (root runs the namespace end-to-end tests too)"
+	@echo "make demo       run the demo scenario on the built-in lab (root)"
+	@echo "make bench      Go benchmarks of the protocol core and data path"
+	@echo "make fuzz       run every fuzz target for FUZZTIME each (default $(FUZZTIME))"
+
+build:
+	@mkdir -p $(BIN)
+	$(GO) build -trimpath -o $(BIN)/ ./cmd/...
+
+vet:
+	$(GO) vet $(PKGS)
+
+test: build vet
+	$(GO) test -count=1 -timeout 25m $(PKGS)
+
+test-short:
+	$(GO) test -short -count=1 $(PKGS)
+
+demo: build
+	./$(BIN)/mptun lab run $(SCENARIO) --out lab-out/demo
+
+bench:
+	$(GO) test -run='^$$' -bench=. -benchmem ./mpdccp/... ./ccid/... ./scheduler/... ./reorder/... ./netio/...
+
+# Runs each Go fuzz target found in the tree for FUZZTIME.
+fuzz:
+	@set -e; for f in $$(grep -rl --include='*_test.go' '^func Fuzz' .); do \
+		dir=$$(dirname $$f); \
+		for t in $$(grep -o '^func Fuzz[A-Za-z0-9_]*' $$f | sed 's/func //'); do \
+			echo "== $$dir $$t"; \
+			$(GO) test -run='^$$' -fuzz="^$$t$$" -fuzztime=$(FUZZTIME) $$dir; \
+		done; \
+	done
+
+install: build
+	install -m 0755 $(BIN)/mptund $(BIN)/mptun /usr/local/bin/
+	install -d /etc/mptun
+	install -m 0644 systemd/mptund@.service /etc/systemd/system/
+
+clean:
+	rm -rf $(BIN) lab-out

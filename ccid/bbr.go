@@ -1,0 +1,865 @@
+// SPDX-License-Identifier: MIT
+
+package ccid
+
+import (
+	"math"
+	"math/rand/v2"
+	"time"
+
+	"github.com/mptun/mptun/internal/mono"
+)
+
+func init() {
+	Register("bbr", func(cfg Config) Controller { return NewBBR(cfg) })
+}
+
+// CCIDBBR is the CCID number mptun negotiates for BBR: 248 is the first of
+// RFC 4340's experimental CCIDs (248–255).
+const CCIDBBR = 248
+
+// BBR constants (draft-ietf-ccwg-bbr, "BBRv3").
+const (
+	bbrStartupPacingGain = 2.77 // 4·ln 2
+	bbrStartupCwndGain   = 2.0
+	bbrDrainPacingGain   = 0.35
+	bbrDefaultCwndGain   = 2.0
+	bbrUpCwndGain        = 2.25
+	bbrPacingMargin      = 0.01
+	bbrLossThresh        = 0.02
+	bbrECNThresh         = 0.5
+	bbrBeta              = 0.7
+	bbrHeadroom          = 0.15
+	bbrMinPipePackets    = 4
+	bbrStartupFullLoss   = 6 // lost packets in a round that end Startup
+	bbrProbeRTTCwndGain  = 0.5
+	bbrProbeRTTDuration  = 200 * time.Millisecond
+	bbrProbeRTTInterval  = 5 * time.Second
+	bbrMinRTTFilterLen   = 10 * time.Second
+	bbrExtraAckedRounds  = 10
+)
+
+type bbrState uint8
+
+const (
+	bbrStartup bbrState = iota
+	bbrDrain
+	bbrDown
+	bbrCruise
+	bbrRefill
+	bbrUp
+	bbrProbeRTT
+)
+
+var bbrStateNames = [...]string{"startup", "drain", "probe-bw-down", "probe-bw-cruise", "probe-bw-refill", "probe-bw-up", "probe-rtt"}
+
+type ackPhase uint8
+
+const (
+	acksInit ackPhase = iota
+	acksRefilling
+	acksProbeStarting
+	acksProbeFeedback
+	acksProbeStopping
+)
+
+// BBR is a model-based controller after draft-ietf-ccwg-bbr (BBRv3):
+// delivery-rate samples, a max-bandwidth filter over two ProbeBW cycles,
+// min RTT with ProbeRTT, the Startup/Drain/ProbeBW/ProbeRTT state machine,
+// inflight_hi/inflight_lo/bw_lo responses to loss and ECN, and pacing.
+// Quantities are in bytes and bytes per second.
+type BBR struct {
+	cfg Config
+	mss int
+	t   *tracker
+	p   Pacer
+	rng *rand.Rand
+
+	state       bbrState
+	pacingGain  float64
+	cwndGain    float64
+	cwnd        float64
+	priorCwnd   float64
+	pacingRate  float64
+	sendQuantum float64
+
+	// Delivery-rate estimation (connection state).
+	delivered     uint64
+	deliveredTime mono.Time
+	firstSentTime mono.Time
+	appLimited    uint64 // delivered mark until which samples are app-limited; 0 = not
+
+	// Current rate sample.
+	rs struct {
+		has            bool
+		priorDelivered uint64
+		priorTime      mono.Time
+		sendElapsed    time.Duration
+		txInFlight     int
+		lostAtSend     uint64
+		appLimited     bool
+		delivered      float64
+		rate           float64 // bytes/s, 0 if invalid
+		lost           float64 // bytes lost since the sampled packet was sent
+		newlyAcked     float64
+		newlyLost      float64
+		ecn            float64 // bytes newly acked with CE
+		rtt            time.Duration
+		lateRound      bool
+	}
+
+	// Model.
+	maxBw          float64
+	bwHi           [2]float64
+	cycleCount     uint64
+	bwLo           float64
+	bw             float64
+	inflightHi     float64
+	inflightLo     float64
+	bwLatest       float64
+	inflightLatest float64
+	minRTT         time.Duration
+	minRTTStamp    mono.Time
+	probeMin       time.Duration
+	probeMinStamp  mono.Time
+	extraAcked     [2]float64
+	extraIdx       int
+	extraRounds    int
+	extraStart     mono.Time
+	extraDelivered float64
+
+	// Rounds and congestion signals.
+	roundCount         uint64
+	nextRoundDelivered uint64
+	roundStart         bool
+	lossRoundDelivered uint64
+	lossRoundStart     bool
+	lossInRound        bool
+	ecnInRound         bool
+	lossPktsInRound    int
+	lostInRoundBytes   float64
+	deliveredInRound   float64
+	savedLo            struct{ bw, inflight float64 }
+	savedLoRound       uint64
+
+	// Startup.
+	fullBwReached bool
+	fullBwNow     bool
+	fullBw        float64
+	fullBwCount   int
+
+	// ProbeBW.
+	cycleStamp         mono.Time
+	bwProbeWait        time.Duration
+	roundsSinceProbe   uint64
+	ackPhase           ackPhase
+	bwProbeSamples     bool
+	bwProbeUpRounds    uint
+	bwProbeUpAcks      float64
+	bwProbeUpCnt       float64
+	probeRTTDoneStamp  mono.Time
+	probeRTTRoundDone  bool
+	idleRestart        bool
+	cwndLimitedInRound bool
+
+	// Retransmission timeout.
+	rtoStart    mono.Time
+	backoff     uint
+	inRTO       bool
+	rtoRecovery uint64 // index of the first packet sent after the timeout
+
+	now mono.Time // time of the call being processed
+
+	events, timeouts, spurious uint64
+	lastSpuriousRound          uint64
+}
+
+// NewBBR returns a BBR controller.
+func NewBBR(cfg Config) *BBR {
+	b := &BBR{cfg: cfg, mss: cfg.MSS, t: newTracker(), rng: rand.New(rand.NewPCG(0xbb, 0x72))}
+	if b.mss <= 0 {
+		b.mss = defaultMSS
+	}
+	iw := cfg.InitialWindow
+	if iw <= 0 {
+		iw = 10 // RFC 6928, as BBR's draft assumes
+	}
+	b.cwnd = float64(iw * b.mss)
+	b.minRTT = -1
+	b.probeMin = -1
+	b.bwLo, b.inflightLo, b.inflightHi = math.Inf(1), math.Inf(1), math.Inf(1)
+	b.sendQuantum = float64(2 * b.mss)
+	b.enterStartup()
+	b.pacingRate = bbrStartupPacingGain * b.cwnd / 0.001 // no RTT yet: assume 1 ms
+	b.applyPacing(0)
+	return b
+}
+
+func (b *BBR) Name() string { return "bbr" }
+func (b *BBR) CCID() uint8  { return CCIDBBR }
+
+func (b *BBR) minPipe() float64 { return float64(bbrMinPipePackets * b.mss) }
+
+func (b *BBR) OnPacketSent(now mono.Time, seq uint64, bytes int, inFlight bool) {
+	if !inFlight {
+		b.t.onSent(now, seq, bytes, false)
+		return
+	}
+	if b.t.inFlight == 0 {
+		b.firstSentTime, b.deliveredTime = now, now
+		b.rtoStart = now
+		if b.appLimited != 0 {
+			b.idleRestart = true
+		}
+	}
+	tx := b.t.inFlightBytes + bytes
+	p, _ := b.t.onSent(now, seq, bytes, true)
+	p.delivered = b.delivered
+	p.deliveredTime = b.deliveredTime
+	p.firstSentTime = b.firstSentTime
+	p.appLimited = b.appLimited != 0
+	p.txInFlight = tx
+	p.lostAtSend = b.t.lostBytes
+	b.p.OnSent(now, bytes)
+	if float64(b.t.inFlightBytes+b.mss) > b.cwnd {
+		b.cwndLimitedInRound = true
+	}
+}
+
+// OnAppLimited marks the samples taken until what is in flight now is
+// delivered as application-limited.
+func (b *BBR) OnAppLimited(now mono.Time) {
+	b.appLimited = max(b.delivered+uint64(b.t.inFlightBytes), 1)
+}
+
+// acked implements lossEvents: delivery-rate bookkeeping per packet.
+func (b *BBR) acked(p *sentPacket, idx uint64, ecn, late bool) {
+	b.delivered += uint64(p.bytes)
+	if ecn {
+		b.rs.ecn += float64(p.bytes)
+	}
+	if late {
+		// A packet declared lost arrived after all: the loss was reordering.
+		if b.lastSpuriousRound != b.roundCount {
+			b.lastSpuriousRound = b.roundCount
+			b.spurious++
+			b.t.onSpurious()
+			b.rs.lateRound = true
+		}
+		return
+	}
+	b.rs.newlyAcked += float64(p.bytes)
+	if !b.rs.has || p.delivered >= b.rs.priorDelivered {
+		b.rs.has = true
+		b.rs.priorDelivered = p.delivered
+		b.rs.priorTime = p.deliveredTime
+		b.rs.appLimited = p.appLimited
+		b.rs.sendElapsed = p.sent.Sub(p.firstSentTime)
+		b.rs.txInFlight = p.txInFlight
+		b.rs.lostAtSend = p.lostAtSend
+		b.firstSentTime = p.sent
+	}
+}
+
+// lost implements lossEvents.
+func (b *BBR) lost(p *sentPacket, idx uint64) {
+	b.rs.newlyLost += float64(p.bytes)
+	if b.inRTO {
+		return
+	}
+	b.lossPktsInRound++
+	// BBRHandleLostPacket: judge the loss rate as of this packet's flight.
+	if !b.bwProbeSamples {
+		return
+	}
+	tx := float64(p.txInFlight)
+	lost := float64(b.t.lostBytes - p.lostAtSend)
+	if lost > bbrLossThresh*tx {
+		size := float64(p.bytes)
+		prevIn, prevLost := tx-size, lost-size
+		prefix := (bbrLossThresh*prevIn - prevLost) / (1 - bbrLossThresh)
+		b.handleInflightTooHigh(b.now, p.appLimited, prevIn+max(prefix, 0))
+	}
+}
+
+func (b *BBR) OnFeedback(now mono.Time, fb *Feedback) {
+	b.now = now
+	b.rs.has = false
+	b.rs.newlyAcked, b.rs.newlyLost, b.rs.ecn, b.rs.rate, b.rs.lateRound = 0, 0, 0, 0, false
+	if !b.t.onFeedback(now, fb, b) {
+		if b.rs.newlyLost > 0 {
+			b.afterLoss(now)
+		}
+		return
+	}
+	b.backoff = 0
+	b.rtoStart = now
+	if b.inRTO && b.t.highAcked > b.rtoRecovery {
+		b.inRTO = false
+		b.cwnd = max(b.cwnd, b.priorCwnd)
+	}
+	b.deliveredTime = now
+	if b.appLimited != 0 && b.delivered > b.appLimited {
+		b.appLimited = 0
+	}
+	if b.rs.has {
+		b.rs.delivered = float64(b.delivered - b.rs.priorDelivered)
+		ackElapsed := now.Sub(b.rs.priorTime)
+		interval := max(b.rs.sendElapsed, ackElapsed)
+		if interval > 0 && (b.minRTT < 0 || interval >= b.minRTT) {
+			b.rs.rate = b.rs.delivered / interval.Seconds()
+		}
+		b.rs.lost = float64(b.t.lostBytes - b.rs.lostAtSend)
+	}
+	b.rs.rtt = -1
+	if b.t.sampled {
+		b.rs.rtt = b.t.latestRTT
+	}
+	b.updateModelAndState(now)
+	b.updateControl(now)
+}
+
+func (b *BBR) afterLoss(now mono.Time) {
+	b.lossInRound = true
+	b.cwnd = max(b.cwnd-b.rs.newlyLost, float64(b.mss))
+	b.updateControl(now)
+}
+
+func (b *BBR) updateModelAndState(now mono.Time) {
+	b.updateLatestDeliverySignals()
+	b.updateCongestionSignals(now)
+	b.updateAckAggregation(now)
+	b.checkFullBwReached()
+	b.checkStartupDone(now)
+	b.checkDrainDone(now)
+	b.updateProbeBWCyclePhase(now)
+	b.updateMinRTT(now)
+	b.checkProbeRTT(now)
+	b.advanceLatestDeliverySignals()
+	b.bw = min(b.maxBw, b.bwLo)
+}
+
+func (b *BBR) updateRound() {
+	b.roundStart = false
+	if b.rs.has && b.rs.priorDelivered >= b.nextRoundDelivered {
+		b.startRound()
+		b.roundCount++
+		b.roundsSinceProbe++
+		b.roundStart = true
+	}
+}
+
+func (b *BBR) startRound() { b.nextRoundDelivered = b.delivered }
+
+func (b *BBR) updateLatestDeliverySignals() {
+	b.lossRoundStart = false
+	b.bwLatest = max(b.bwLatest, b.rs.rate)
+	b.inflightLatest = max(b.inflightLatest, b.rs.delivered)
+	if b.rs.has && b.rs.priorDelivered >= b.lossRoundDelivered {
+		b.lossRoundDelivered = b.delivered
+		b.lossRoundStart = true
+	}
+}
+
+func (b *BBR) advanceLatestDeliverySignals() {
+	if b.lossRoundStart {
+		b.bwLatest = b.rs.rate
+		b.inflightLatest = b.rs.delivered
+	}
+}
+
+func (b *BBR) updateCongestionSignals(now mono.Time) {
+	b.updateRound()
+	if b.rs.rate > 0 && (b.rs.rate >= b.maxBw || !b.rs.appLimited) {
+		b.bwHi[1] = max(b.bwHi[1], b.rs.rate)
+		b.maxBw = max(b.bwHi[0], b.bwHi[1])
+	}
+	b.deliveredInRound += b.rs.newlyAcked
+	b.lostInRoundBytes += b.rs.newlyLost
+	if b.rs.newlyLost > 0 && !b.inRTO {
+		b.lossInRound = true
+		b.cwnd = max(b.cwnd-b.rs.newlyLost, float64(b.mss))
+	}
+	if b.rs.ecn > 0 {
+		b.ecnInRound = true
+	}
+	if !b.lossRoundStart {
+		return
+	}
+	b.adaptLowerBounds()
+	b.checkStartupHighLoss()
+	b.lossInRound, b.ecnInRound = false, false
+	b.lossPktsInRound = 0
+	b.lostInRoundBytes, b.deliveredInRound = 0, 0
+}
+
+func (b *BBR) isProbingBW() bool {
+	return b.state == bbrStartup || b.state == bbrRefill || b.state == bbrUp
+}
+
+// adaptLowerBounds is v3's response to loss (and, here, classic ECN) outside
+// bandwidth probing: cut bw_lo and inflight_lo by Beta once per round.
+func (b *BBR) adaptLowerBounds() {
+	if b.isProbingBW() || !(b.lossInRound || b.ecnInRound) {
+		return
+	}
+	if math.IsInf(b.bwLo, 1) {
+		b.bwLo = b.maxBw
+	}
+	if math.IsInf(b.inflightLo, 1) {
+		b.inflightLo = b.cwnd
+	}
+	b.savedLo.bw, b.savedLo.inflight, b.savedLoRound = b.bwLo, b.inflightLo, b.roundCount
+	b.bwLo = max(b.bwLatest, bbrBeta*b.bwLo)
+	b.inflightLo = max(b.inflightLatest, bbrBeta*b.inflightLo)
+	b.events++
+}
+
+func (b *BBR) resetLowerBounds() { b.bwLo, b.inflightLo = math.Inf(1), math.Inf(1) }
+
+func (b *BBR) checkStartupHighLoss() {
+	if b.state != bbrStartup || b.fullBwReached {
+		return
+	}
+	tooHigh := b.lossPktsInRound >= bbrStartupFullLoss &&
+		b.lostInRoundBytes > bbrLossThresh*(b.lostInRoundBytes+b.deliveredInRound)
+	tooHigh = tooHigh || b.ecnInRound && b.rs.ecn > bbrECNThresh*b.rs.newlyAcked
+	if tooHigh {
+		b.fullBwReached = true
+		b.events++
+		b.inflightHi = max(b.bdpMultiple(b.maxBw, 1), b.inflightLatest)
+	}
+}
+
+func (b *BBR) updateAckAggregation(now mono.Time) {
+	if b.roundStart {
+		b.extraRounds++
+		if b.extraRounds >= bbrExtraAckedRounds/2 {
+			b.extraRounds = 0
+			b.extraIdx ^= 1
+			b.extraAcked[b.extraIdx] = 0
+		}
+	}
+	interval := now.Sub(b.extraStart)
+	expected := b.bw * interval.Seconds()
+	if b.extraStart == 0 || b.extraDelivered <= expected {
+		b.extraDelivered = 0
+		b.extraStart = now
+		expected = 0
+	}
+	b.extraDelivered += b.rs.newlyAcked
+	extra := min(b.extraDelivered-expected, b.cwnd)
+	b.extraAcked[b.extraIdx] = max(b.extraAcked[b.extraIdx], extra)
+}
+
+func (b *BBR) extra() float64 {
+	if !b.fullBwReached {
+		return 0
+	}
+	return max(b.extraAcked[0], b.extraAcked[1])
+}
+
+func (b *BBR) checkFullBwReached() {
+	if b.fullBwNow || !b.roundStart || b.rs.appLimited || b.rs.rate == 0 {
+		return
+	}
+	if b.rs.rate >= b.fullBw*1.25 {
+		b.fullBw = b.rs.rate
+		b.fullBwCount = 0
+		return
+	}
+	b.fullBwCount++
+	b.fullBwNow = b.fullBwCount >= 3
+	if b.fullBwNow {
+		b.fullBwReached = true
+	}
+}
+
+func (b *BBR) resetFullBw() { b.fullBw, b.fullBwCount, b.fullBwNow = 0, 0, false }
+
+func (b *BBR) checkStartupDone(now mono.Time) {
+	if b.state == bbrStartup && b.fullBwReached {
+		b.state = bbrDrain
+		b.pacingGain, b.cwndGain = bbrDrainPacingGain, bbrStartupCwndGain
+	}
+}
+
+func (b *BBR) checkDrainDone(now mono.Time) {
+	if b.state == bbrDrain && float64(b.t.inFlightBytes) <= b.inflight(b.bw, 1) {
+		b.startDown(now)
+	}
+}
+
+func (b *BBR) enterStartup() {
+	b.state = bbrStartup
+	b.pacingGain, b.cwndGain = bbrStartupPacingGain, bbrStartupCwndGain
+}
+
+// bdpMultiple is gain × bw × min RTT, or the initial window before an RTT.
+func (b *BBR) bdpMultiple(bw, gain float64) float64 {
+	if b.minRTT < 0 {
+		return 10 * float64(b.mss)
+	}
+	return gain * bw * b.minRTT.Seconds()
+}
+
+func (b *BBR) inflight(bw, gain float64) float64 {
+	return b.bdpMultiple(bw, gain) + 3*b.sendQuantum
+}
+
+func (b *BBR) targetInflight() float64 { return min(b.bdpMultiple(b.bw, 1), b.cwnd) }
+
+func (b *BBR) inflightWithHeadroom() float64 {
+	if math.IsInf(b.inflightHi, 1) {
+		return b.inflightHi
+	}
+	head := max(float64(b.mss), bbrHeadroom*b.inflightHi)
+	return max(b.inflightHi-head, b.minPipe())
+}
+
+// ProbeBW.
+
+func (b *BBR) startDown(now mono.Time) {
+	b.lossInRound, b.ecnInRound = false, false
+	b.bwLatest, b.inflightLatest = 0, 0
+	b.bwProbeUpCnt = math.Inf(1)
+	b.roundsSinceProbe = uint64(b.rng.IntN(2))
+	b.bwProbeWait = 2*time.Second + time.Duration(b.rng.Int64N(int64(time.Second)))
+	b.cycleStamp = now
+	b.ackPhase = acksProbeStopping
+	b.startRound()
+	b.state = bbrDown
+	b.pacingGain, b.cwndGain = 0.9, bbrDefaultCwndGain
+}
+
+func (b *BBR) startCruise() {
+	b.state = bbrCruise
+	b.pacingGain, b.cwndGain = 1, bbrDefaultCwndGain
+}
+
+func (b *BBR) startRefill() {
+	b.resetLowerBounds()
+	b.bwProbeUpRounds, b.bwProbeUpAcks = 0, 0
+	b.ackPhase = acksRefilling
+	b.startRound()
+	b.state = bbrRefill
+	b.pacingGain, b.cwndGain = 1, bbrDefaultCwndGain
+}
+
+func (b *BBR) startUp(now mono.Time) {
+	b.ackPhase = acksProbeStarting
+	b.startRound()
+	b.resetFullBw()
+	b.fullBw = b.rs.rate
+	b.state = bbrUp
+	b.pacingGain, b.cwndGain = 1.25, bbrUpCwndGain
+	b.cycleStamp = now
+	b.raiseInflightHiSlope()
+}
+
+func (b *BBR) raiseInflightHiSlope() {
+	growth := float64(b.mss) * float64(uint64(1)<<b.bwProbeUpRounds)
+	b.bwProbeUpRounds = min(b.bwProbeUpRounds+1, 30)
+	b.bwProbeUpCnt = max(b.cwnd/growth, 1) * float64(b.mss)
+}
+
+func (b *BBR) probeInflightHiUpward() {
+	if !b.cwndLimitedInRound || b.cwnd < b.inflightHi {
+		return
+	}
+	b.bwProbeUpAcks += b.rs.newlyAcked
+	if b.bwProbeUpAcks >= b.bwProbeUpCnt {
+		delta := math.Floor(b.bwProbeUpAcks / b.bwProbeUpCnt)
+		b.bwProbeUpAcks -= delta * b.bwProbeUpCnt
+		b.inflightHi += delta * float64(b.mss)
+	}
+	if b.roundStart {
+		b.raiseInflightHiSlope()
+	}
+}
+
+func (b *BBR) isInflightTooHigh() bool {
+	tx := float64(b.rs.txInFlight)
+	if b.rs.lost > bbrLossThresh*tx {
+		return true
+	}
+	return b.rs.ecn > 0 && b.rs.ecn > bbrECNThresh*b.rs.newlyAcked
+}
+
+func (b *BBR) handleInflightTooHigh(now mono.Time, appLimited bool, txInFlight float64) {
+	b.bwProbeSamples = false
+	if !appLimited {
+		b.inflightHi = max(txInFlight, b.targetInflight()*bbrBeta)
+		b.events++
+	}
+	if b.state == bbrUp {
+		b.startDown(now)
+	}
+}
+
+func (b *BBR) adaptUpperBounds() {
+	if b.ackPhase == acksProbeStarting && b.roundStart {
+		b.ackPhase = acksProbeFeedback
+	}
+	if b.ackPhase == acksProbeStopping && b.roundStart {
+		if b.state >= bbrDown && b.state <= bbrUp && !b.rs.appLimited {
+			// Advance the max-bw filter by one ProbeBW cycle.
+			b.cycleCount++
+			if b.bwHi[1] != 0 {
+				b.bwHi[0], b.bwHi[1] = b.bwHi[1], 0
+			}
+		}
+		b.ackPhase = acksInit
+	}
+	if b.rs.has && b.isInflightTooHigh() {
+		if b.bwProbeSamples {
+			b.handleInflightTooHigh(b.now, b.rs.appLimited, float64(b.rs.txInFlight))
+		}
+		return
+	}
+	if math.IsInf(b.inflightHi, 1) {
+		return
+	}
+	if float64(b.rs.txInFlight) > b.inflightHi {
+		b.inflightHi = float64(b.rs.txInFlight)
+	}
+	if b.state == bbrUp {
+		b.probeInflightHiUpward()
+	}
+}
+
+func (b *BBR) isTimeToProbeBW(now mono.Time) bool {
+	reno := min(uint64(b.targetInflight()/float64(b.mss)), 63)
+	if now.Sub(b.cycleStamp) > b.bwProbeWait || b.roundsSinceProbe >= reno {
+		b.startRefill()
+		return true
+	}
+	return false
+}
+
+func (b *BBR) updateProbeBWCyclePhase(now mono.Time) {
+	if !b.fullBwReached {
+		return
+	}
+	b.adaptUpperBounds()
+	switch b.state {
+	case bbrDown:
+		if b.isTimeToProbeBW(now) {
+			return
+		}
+		in := float64(b.t.inFlightBytes)
+		if in <= b.inflightWithHeadroom() && in <= b.inflight(b.maxBw, 1) {
+			b.startCruise()
+		}
+	case bbrCruise:
+		b.isTimeToProbeBW(now)
+	case bbrRefill:
+		if b.roundStart {
+			b.bwProbeSamples = true
+			b.startUp(now)
+		}
+	case bbrUp:
+		if b.cwndLimitedInRound && b.cwnd >= b.inflightHi {
+			b.resetFullBw()
+			b.fullBw = b.rs.rate
+		} else if b.fullBwNow {
+			b.startDown(now)
+		} else if now.Sub(b.cycleStamp) > b.minRTT && float64(b.t.inFlightBytes) > b.inflight(b.maxBw, 1.25) {
+			// Enough queue to have shown more bandwidth if there were any.
+			b.startDown(now)
+		}
+	}
+}
+
+// ProbeRTT and min RTT.
+
+func (b *BBR) updateMinRTT(now mono.Time) {
+	expired := b.probeMinStamp != 0 && now.Sub(b.probeMinStamp) > bbrProbeRTTInterval
+	if b.rs.rtt > 0 && (b.probeMin < 0 || b.rs.rtt < b.probeMin || expired) {
+		b.probeMin = b.rs.rtt
+		b.probeMinStamp = now
+	}
+	minExpired := now.Sub(b.minRTTStamp) > bbrMinRTTFilterLen
+	if b.probeMin > 0 && (b.minRTT < 0 || b.probeMin < b.minRTT || minExpired) {
+		b.minRTT = b.probeMin
+		b.minRTTStamp = b.probeMinStamp
+	}
+}
+
+func (b *BBR) probeRTTCwnd() float64 {
+	return max(b.bdpMultiple(b.bw, bbrProbeRTTCwndGain), b.minPipe())
+}
+
+func (b *BBR) checkProbeRTT(now mono.Time) {
+	expired := b.probeMinStamp != 0 && now.Sub(b.probeMinStamp) > bbrProbeRTTInterval
+	if b.state != bbrProbeRTT && expired && !b.idleRestart {
+		b.priorCwnd = b.cwnd
+		b.probeRTTDoneStamp = 0
+		b.ackPhase = acksProbeStopping
+		b.startRound()
+		b.state = bbrProbeRTT
+		b.pacingGain, b.cwndGain = 1, bbrProbeRTTCwndGain
+	}
+	if b.state == bbrProbeRTT {
+		b.appLimited = max(b.delivered+uint64(b.t.inFlightBytes), 1)
+		if b.probeRTTDoneStamp == 0 && float64(b.t.inFlightBytes) <= b.probeRTTCwnd() {
+			b.probeRTTDoneStamp = now.Add(bbrProbeRTTDuration)
+			b.probeRTTRoundDone = false
+			b.startRound()
+		} else if b.probeRTTDoneStamp != 0 {
+			if b.roundStart {
+				b.probeRTTRoundDone = true
+			}
+			if b.probeRTTRoundDone && now > b.probeRTTDoneStamp {
+				b.probeMinStamp = now
+				b.cwnd = max(b.cwnd, b.priorCwnd)
+				b.resetLowerBounds()
+				if b.fullBwReached {
+					b.startDown(now)
+					b.startCruise()
+				} else {
+					b.enterStartup()
+				}
+			}
+		}
+	}
+	if b.rs.delivered > 0 {
+		b.idleRestart = false
+	}
+}
+
+// Control parameters.
+
+func (b *BBR) updateControl(now mono.Time) {
+	// Pacing rate.
+	if b.bw > 0 {
+		rate := b.pacingGain * b.bw * (1 - bbrPacingMargin)
+		if b.fullBwReached || rate > b.pacingRate {
+			b.pacingRate = rate
+		}
+	} else if b.minRTT > 0 && !b.fullBwReached {
+		b.pacingRate = max(b.pacingRate, bbrStartupPacingGain*b.cwnd/b.minRTT.Seconds())
+	}
+	// Send quantum: about 250 µs of data, 2 packets to 64 KB.
+	b.sendQuantum = min(max(b.pacingRate*250e-6, float64(2*b.mss)), 64*1024)
+
+	// Congestion window.
+	maxInflight := b.inflight(b.bw, b.cwndGain) + b.extra()
+	if b.minRTT < 0 || b.bw == 0 {
+		maxInflight = math.Inf(1)
+	}
+	if b.fullBwReached {
+		b.cwnd = min(b.cwnd+b.rs.newlyAcked, maxInflight)
+	} else if b.cwnd < maxInflight || b.delivered < uint64(10*b.mss) {
+		b.cwnd += b.rs.newlyAcked
+	}
+	b.cwnd = max(b.cwnd, b.minPipe())
+	if b.state == bbrProbeRTT {
+		b.cwnd = min(b.cwnd, b.probeRTTCwnd())
+	}
+	limit := math.Inf(1)
+	switch b.state {
+	case bbrDown, bbrRefill, bbrUp:
+		limit = b.inflightHi
+	case bbrProbeRTT, bbrCruise:
+		limit = b.inflightWithHeadroom()
+	}
+	limit = max(min(limit, b.inflightLo), b.minPipe())
+	b.cwnd = min(b.cwnd, limit)
+	if b.roundStart {
+		b.cwndLimitedInRound = false
+	}
+	b.applyPacing(now)
+}
+
+func (b *BBR) applyPacing(now mono.Time) {
+	rate := b.pacingRate
+	if lim := b.cfg.RateLimit / 8; lim > 0 && rate > lim {
+		rate = lim
+	}
+	b.p.SetRate(now, rate, int(b.sendQuantum))
+}
+
+// Timers.
+
+func (b *BBR) rto() time.Duration {
+	r := initRTO
+	if b.t.hasRTT {
+		r = max(b.t.srtt+max(4*b.t.rttvar, time.Millisecond), minRTO)
+	}
+	return min(r<<min(b.backoff, 10), maxRTO)
+}
+
+func (b *BBR) rtoDeadline() mono.Time {
+	if b.t.inFlight == 0 {
+		return mono.Never
+	}
+	return b.rtoStart.Add(b.rto())
+}
+
+func (b *BBR) Deadline() mono.Time { return mono.Min(b.rtoDeadline(), b.t.lossDeadline()) }
+
+func (b *BBR) OnTimer(now mono.Time) {
+	b.now = now
+	if now >= b.t.lossDeadline() {
+		b.rs.newlyLost = 0
+		b.t.onLossTimer(now, b)
+		if b.rs.newlyLost > 0 {
+			b.afterLoss(now)
+		}
+	}
+	if b.t.inFlight > 0 && now >= b.rtoDeadline() {
+		b.timeouts++
+		if !b.inRTO {
+			b.priorCwnd = b.cwnd
+		}
+		b.inRTO = true
+		b.t.declareAllLost(b)
+		b.rtoRecovery = b.t.next
+		b.cwnd = float64(b.mss)
+		b.backoff++
+		b.rtoStart = now
+		b.applyPacing(now)
+	}
+}
+
+func (b *BBR) CanSend(now mono.Time) bool { return float64(b.t.inFlightBytes) < b.cwnd }
+
+func (b *BBR) SendTime(now mono.Time) mono.Time { return b.p.SendTime(now, b.mss) }
+
+// AckRatio asks for about 32 acks per window, as CCID2 does; the stretch
+// this causes is budgeted by extra_acked.
+func (b *BBR) AckRatio() int {
+	pk := int(b.cwnd) / b.mss
+	if b.inRTO || pk <= 2 {
+		return 1
+	}
+	r := 2
+	for r < 64 && 2*r*32 <= pk {
+		r *= 2
+	}
+	return min(r, (pk+1)/2)
+}
+
+func (b *BBR) State() State {
+	ps := b.p.Stats()
+	return State{
+		Cwnd:             int(b.cwnd) / b.mss,
+		InFlight:         b.t.inFlight,
+		SRTT:             b.t.srtt,
+		RTTVar:           b.t.rttvar,
+		MinRTT:           max(b.minRTT, 0),
+		PacingRate:       b.p.Rate(),
+		DeliveryRate:     b.bw,
+		Phase:            bbrStateNames[b.state],
+		PacketsSent:      b.t.sent,
+		PacketsAcked:     b.t.ackedPkts,
+		PacketsLost:      b.t.lostPkts,
+		ECNMarks:         b.t.ecnMarks,
+		CongestionEvents: b.events,
+		SpuriousEvents:   b.spurious,
+		Timeouts:         b.timeouts,
+		PacingLateMean:   ps.MeanLate(),
+		PacingLateMax:    ps.LateMax,
+	}
+}

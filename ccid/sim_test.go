@@ -1,0 +1,388 @@
+// SPDX-License-Identifier: MIT
+
+package ccid
+
+import (
+	"math"
+	"slices"
+	"sort"
+	"time"
+
+	"github.com/mptun/mptun/internal/mono"
+	"github.com/mptun/mptun/internal/netsim"
+)
+
+// This file is a small sender/receiver model over netsim: a sender that
+// sends sequence-numbered packets under a Controller, a receiver that
+// returns Ack-Vector-like feedback every Ack Ratio packets, a bottleneck
+// link with a drop-tail buffer and a reverse link.
+
+const simMSS = 1400
+
+type pathSpec struct {
+	RateBps     float64
+	RTT         time.Duration
+	Buffer      int     // bytes; 0 = one BDP (at least 4 packets)
+	Loss        float64 // random loss on the forward link
+	ReorderFrac float64 // fraction of packets delayed by uniform [0, ReorderMax]
+	ReorderMax  time.Duration
+}
+
+func (p pathSpec) bdpBytes() int {
+	return int(p.RateBps / 8 * p.RTT.Seconds())
+}
+
+type simNet struct {
+	sim  *netsim.Sim
+	spec pathSpec
+	fwd  *netsim.Link
+	rev  *netsim.Link
+
+	flows []*simFlow
+
+	// Queueing delay samples at send time (what each packet will wait).
+	qdelay   []time.Duration
+	qFrom    mono.Time
+	qEnabled bool
+}
+
+type dataMeta struct {
+	flow int
+	seq  uint64
+}
+
+func newSimNet(seed int64, spec pathSpec) *simNet {
+	n := &simNet{sim: netsim.New(seed), spec: spec}
+	buf := spec.Buffer
+	if buf == 0 {
+		buf = max(spec.bdpBytes(), 4*simMSS)
+	}
+	n.fwd = n.sim.NewLink(netsim.LinkConfig{
+		Rate: spec.RateBps, Queue: buf, Delay: spec.RTT / 2, Loss: spec.Loss,
+	}, n.deliverData)
+	n.rev = n.sim.NewLink(netsim.LinkConfig{Delay: spec.RTT / 2}, n.deliverAck)
+	return n
+}
+
+func (n *simNet) deliverData(p netsim.Packet) {
+	m := p.Meta.(dataMeta)
+	f := n.flows[m.flow]
+	if n.spec.ReorderFrac > 0 && n.sim.Rand().Float64() < n.spec.ReorderFrac {
+		d := time.Duration(n.sim.Rand().Int64N(int64(n.spec.ReorderMax) + 1))
+		n.sim.After(d, func() { f.rcv.onData(m.seq, p.ECN) })
+		return
+	}
+	f.rcv.onData(m.seq, p.ECN)
+}
+
+func (n *simNet) deliverAck(p netsim.Packet) {
+	fb := p.Meta.(*Feedback)
+	f := n.flows[p.Size-ackSizeBase]
+	f.onFeedback(fb)
+}
+
+const ackSizeBase = 40 // ack packets are 40+flow bytes, so the size names the flow
+
+// simFlow is one sender/receiver pair.
+type simFlow struct {
+	net   *simNet
+	id    int
+	cc    Controller
+	seq   uint64
+	start mono.Time
+	stop  mono.Time // 0 = never
+
+	// appRate, if > 0, limits the offered load (bytes per second).
+	appRate   float64
+	appTokens float64
+	appLast   mono.Time
+
+	wakeAt  mono.Time // pending pacing wake-up
+	timerAt mono.Time // pending controller timer
+
+	rcv receiver
+
+	sent, dropped uint64
+	ssEvents      int // congestion events when slow start first ended
+	ssLost        uint64
+	leftSS        bool
+}
+
+func (n *simNet) addFlow(name string, cfg Config, start time.Duration) *simFlow {
+	if cfg.MSS == 0 {
+		cfg.MSS = simMSS
+	}
+	cc, err := New(name, cfg)
+	if err != nil {
+		panic(err)
+	}
+	f := &simFlow{net: n, id: len(n.flows), cc: cc, start: mono.Time(start), seq: 1000}
+	f.rcv = receiver{flow: f, span: uint64(4*n.spec.bdpBytes()/simMSS + 2048), lastByTime: -1}
+	n.flows = append(n.flows, f)
+	n.sim.At(f.start, f.trySend)
+	return f
+}
+
+func (f *simFlow) trySend() {
+	s := f.net.sim
+	now := s.Now()
+	if f.stop != 0 && now >= f.stop {
+		return
+	}
+	for f.cc.CanSend(now) {
+		if f.appRate > 0 {
+			f.appTokens = min(f.appTokens+f.appRate*now.Sub(f.appLast).Seconds(), 4*simMSS)
+			f.appLast = now
+			if f.appTokens < simMSS {
+				if n, ok := f.cc.(AppLimitedNotifier); ok {
+					n.OnAppLimited(now)
+				}
+				f.wake(now.Add(time.Duration((simMSS - f.appTokens) / f.appRate * 1e9)))
+				break
+			}
+		}
+		t := f.cc.SendTime(now)
+		if t > now {
+			f.wake(t)
+			break
+		}
+		f.seq++
+		f.cc.OnPacketSent(now, f.seq, simMSS, true)
+		if f.appRate > 0 {
+			f.appTokens -= simMSS
+		}
+		f.sent++
+		if f.net.qEnabled && now >= f.net.qFrom {
+			f.net.qdelay = append(f.net.qdelay, f.net.fwd.QueueDelay())
+		}
+		if !f.net.fwd.Send(netsim.Packet{Size: simMSS, Meta: dataMeta{f.id, f.seq}}) {
+			f.dropped++
+		}
+	}
+	f.armTimer()
+}
+
+func (f *simFlow) wake(t mono.Time) {
+	if f.wakeAt != 0 && f.wakeAt <= t && f.wakeAt >= f.net.sim.Now() {
+		return
+	}
+	f.wakeAt = t
+	f.net.sim.At(t, func() {
+		if f.wakeAt == t {
+			f.wakeAt = 0
+		}
+		f.trySend()
+	})
+}
+
+func (f *simFlow) armTimer() {
+	d := f.cc.Deadline()
+	if d == mono.Never || (f.timerAt != 0 && f.timerAt <= d && f.timerAt >= f.net.sim.Now()) {
+		return
+	}
+	f.timerAt = d
+	f.net.sim.At(d, func() {
+		if f.timerAt == d {
+			f.timerAt = 0
+		}
+		now := f.net.sim.Now()
+		if now >= f.cc.Deadline() {
+			f.cc.OnTimer(now)
+			f.noteSS()
+		}
+		f.trySend()
+	})
+}
+
+func (f *simFlow) onFeedback(fb *Feedback) {
+	now := f.net.sim.Now()
+	f.cc.OnFeedback(now, fb)
+	f.noteSS()
+	f.trySend()
+}
+
+// noteSS records the congestion events taken before the first exit from
+// slow start into congestion avoidance.
+func (f *simFlow) noteSS() {
+	if f.leftSS {
+		return
+	}
+	st := f.cc.State()
+	switch st.Phase {
+	case "congestion-avoidance", "probe-bw-down", "probe-bw-cruise", "probe-bw-refill", "probe-bw-up":
+		f.leftSS = true
+		f.ssEvents = int(st.CongestionEvents)
+		f.ssLost = st.PacketsLost
+	}
+}
+
+// receiver records arrivals and builds Ack Vectors (as run lists).
+type receiver struct {
+	flow      *simFlow
+	span      uint64 // how far back the Ack Vector reaches (stands in for ack-of-ack trimming)
+	gsr       uint64
+	started   bool
+	holes     []uint64 // missing seqs below gsr, ascending
+	ecnMarked []uint64 // CE-marked seqs not yet reported... (kept simple: reported once)
+	unacked   int
+	ackTimer  bool
+	gsrAt     mono.Time
+
+	delivered  uint64 // unique data packets
+	byTime     []uint64
+	lastByTime int
+}
+
+func (r *receiver) onData(seq uint64, ecn uint8) {
+	s := r.flow.net.sim
+	now := s.Now()
+	if !r.started {
+		r.started = true
+		r.gsr = seq - 1
+	}
+	switch {
+	case seq > r.gsr:
+		for q := r.gsr + 1; q < seq; q++ {
+			r.holes = append(r.holes, q)
+		}
+		r.gsr = seq
+		r.gsrAt = now
+	default:
+		i, ok := slices.BinarySearch(r.holes, seq)
+		if !ok {
+			return // duplicate or too old
+		}
+		r.holes = slices.Delete(r.holes, i, i+1)
+	}
+	if ecn == 3 {
+		r.ecnMarked = append(r.ecnMarked, seq)
+	}
+	r.delivered++
+	sec := int(now / mono.Time(100*time.Millisecond))
+	for len(r.byTime) <= sec {
+		r.byTime = append(r.byTime, 0)
+	}
+	r.byTime[sec]++
+	r.unacked++
+	if r.unacked >= r.flow.cc.AckRatio() {
+		r.sendAck()
+	} else if !r.ackTimer {
+		r.ackTimer = true
+		s.After(2*time.Millisecond, func() {
+			r.ackTimer = false
+			if r.unacked > 0 {
+				r.sendAck()
+			}
+		})
+	}
+}
+
+func (r *receiver) sendAck() {
+	s := r.flow.net.sim
+	r.unacked = 0
+	floor := uint64(0)
+	if r.gsr > r.span {
+		floor = r.gsr - r.span
+	}
+	// Drop holes the vector no longer reaches.
+	k := 0
+	for k < len(r.holes) && r.holes[k] <= floor {
+		k++
+	}
+	r.holes = r.holes[k:]
+	fb := &Feedback{AckNo: r.gsr, Elapsed: s.Now().Sub(r.gsrAt), Size: 40}
+	// Walk down from gsr: received runs between holes.
+	hi := r.gsr
+	for i := len(r.holes) - 1; i >= 0 && hi > floor; i-- {
+		h := r.holes[i]
+		if h < hi {
+			fb.Runs = append(fb.Runs, AckRun{High: hi, N: uint32(hi - h), State: Received})
+		}
+		// Merge consecutive holes.
+		j := i
+		for j > 0 && r.holes[j-1] == r.holes[j]-1 {
+			j--
+		}
+		fb.Runs = append(fb.Runs, AckRun{High: h, N: uint32(h - r.holes[j] + 1), State: NotReceived})
+		hi = r.holes[j] - 1
+		i = j
+	}
+	if hi > floor {
+		fb.Runs = append(fb.Runs, AckRun{High: hi, N: uint32(hi - floor), State: Received})
+	}
+	// CE marks: split out as single-packet ECN cells ahead of the runs;
+	// the sender treats a packet seen twice as acked once.
+	if len(r.ecnMarked) > 0 {
+		var ce []AckRun
+		for _, q := range r.ecnMarked {
+			ce = append(ce, AckRun{High: q, N: 1, State: ReceivedECNMarked})
+		}
+		fb.Runs = append(ce, fb.Runs...)
+		r.ecnMarked = r.ecnMarked[:0]
+	}
+	r.flow.net.rev.Send(netsim.Packet{Size: ackSizeBase + r.flow.id, Meta: fb})
+}
+
+// goodput is the flow's delivered rate in bits per second over [from, to).
+func (r *receiver) goodput(from, to time.Duration) float64 {
+	a := int(from / (100 * time.Millisecond))
+	b := int(to / (100 * time.Millisecond))
+	var n uint64
+	for i := a; i < b && i < len(r.byTime); i++ {
+		n += r.byTime[i]
+	}
+	return float64(n) * simMSS * 8 / (to - from).Seconds()
+}
+
+func (n *simNet) run(d time.Duration) { n.sim.RunUntil(mono.Time(d)) }
+
+func percentile(xs []time.Duration, p float64) time.Duration {
+	if len(xs) == 0 {
+		return 0
+	}
+	s := slices.Clone(xs)
+	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+	i := int(math.Ceil(p*float64(len(s)))) - 1
+	return s[max(0, min(i, len(s)-1))]
+}
+
+func jain(xs ...float64) float64 {
+	var sum, sq float64
+	for _, x := range xs {
+		sum += x
+		sq += x * x
+	}
+	if sq == 0 {
+		return 0
+	}
+	return sum * sum / (float64(len(xs)) * sq)
+}
+
+// utilRun runs one flow over spec and reports utilisation over the steady
+// window, the p95 queueing delay there, and the flow.
+type utilResult struct {
+	Util     float64
+	P95Queue time.Duration
+	MinRTT   time.Duration
+	Flow     *simFlow
+	Warm     time.Duration
+	Total    time.Duration
+}
+
+func utilRun(name string, cfg Config, spec pathSpec, seed int64) utilResult {
+	n := newSimNet(seed, spec)
+	f := n.addFlow(name, cfg, 0)
+	warm := max(3*time.Second, 25*spec.RTT)
+	meas := max(4*time.Second, 20*spec.RTT)
+	n.qEnabled = true
+	n.qFrom = mono.Time(warm)
+	n.run(warm + meas)
+	return utilResult{
+		Util:     f.rcv.goodput(warm, warm+meas) / spec.RateBps,
+		P95Queue: percentile(n.qdelay, 0.95),
+		MinRTT:   spec.RTT,
+		Flow:     f,
+		Warm:     warm,
+		Total:    warm + meas,
+	}
+}

@@ -1,0 +1,247 @@
+// SPDX-License-Identifier: MIT
+
+// Command mptun is mptun's command line: it talks to a running mptund over
+// its control socket, runs the built-in lab and the benchmarks.
+//
+//	mptun status [--json]                 connection, paths, RTT, cwnd, rate, loss, counters
+//	mptun set scheduler|reorderer NAME    change at runtime
+//	mptun set prio PATH-ID N              MP_PRIO of a path
+//	mptun capture -w FILE [-d 10s]        pcap of the tunnel's packets (IP protocol 33)
+//	mptun lab run FILE [--out DIR]        run a lab scenario
+//	mptun bench throughput|aggregate|handover [--json]
+//
+// Global flags: -s SOCKET (default /run/mptun/mptun0.sock) or -i INSTANCE.
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"github.com/mptun/mptun/control"
+	"github.com/mptun/mptun/daemon"
+)
+
+var version = "dev"
+
+func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
+
+type globals struct {
+	socket string
+	json   bool
+	out    io.Writer
+}
+
+func usage(w io.Writer) {
+	fmt.Fprint(w, `usage: mptun [-s SOCKET | -i INSTANCE] COMMAND [--json] ...
+
+commands:
+  status                         show the connection, its paths and counters
+  set scheduler NAME             change the scheduler at runtime
+  set reorderer NAME             change the reorderer at runtime
+  set prio PATH-ID N             set a path's MP_PRIO (0 never, 1 standby, 2 secondary, >=3 primary)
+  capture -w FILE [-d DURATION]  write the tunnel's packets as pcap (IP protocol 33) for DURATION
+  lab run FILE [--out DIR]       run a lab scenario (root)
+  bench throughput|aggregate|handover [--json]   benchmarks against wireguard-go / kernel MPTCP (root)
+  version
+`)
+}
+
+func run(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("mptun", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() { usage(stderr) }
+	g := globals{out: stdout}
+	fs.StringVar(&g.socket, "s", "", "control `socket` of the daemon")
+	instance := fs.String("i", "mptun0", "daemon `instance` (socket /run/mptun/INSTANCE.sock)")
+	fs.BoolVar(&g.json, "json", false, "print JSON")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if g.socket == "" {
+		g.socket = filepath.Join("/run/mptun", *instance+".sock")
+	}
+	rest := fs.Args()
+	if len(rest) == 0 {
+		usage(stderr)
+		return 2
+	}
+	cmd, rest := rest[0], rest[1:]
+	rest, g.json = stripJSON(rest, g.json)
+	var err error
+	switch cmd {
+	case "status":
+		err = cmdStatus(g, rest)
+	case "set":
+		err = cmdSet(g, rest)
+	case "capture":
+		err = cmdCapture(g, rest, stderr)
+	case "lab":
+		return labMain(rest, stdout, stderr)
+	case "bench":
+		return benchMain(rest, g.json, stdout, stderr)
+	case "version":
+		fmt.Fprintln(stdout, "mptun", version)
+	case "help", "-h", "--help":
+		usage(stdout)
+	default:
+		fmt.Fprintf(stderr, "mptun: unknown command %q\n", cmd)
+		usage(stderr)
+		return 2
+	}
+	if err != nil {
+		var ue usageError
+		fmt.Fprintln(stderr, "mptun:", err)
+		if errors.As(err, &ue) {
+			return 2
+		}
+		return 1
+	}
+	return 0
+}
+
+type usageError struct{ msg string }
+
+func (e usageError) Error() string { return e.msg }
+
+// stripJSON accepts --json anywhere after the command.
+func stripJSON(args []string, on bool) ([]string, bool) {
+	out := args[:0:0]
+	for _, a := range args {
+		if a == "--json" || a == "-json" {
+			on = true
+			continue
+		}
+		out = append(out, a)
+	}
+	return out, on
+}
+
+func printJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+func cmdStatus(g globals, args []string) error {
+	if len(args) != 0 {
+		return usageError{"status takes no arguments"}
+	}
+	var st daemon.Status
+	if err := control.Call(g.socket, "status", nil, &st); err != nil {
+		return fmt.Errorf("status via %s: %w", g.socket, err)
+	}
+	if g.json {
+		return printJSON(g.out, st)
+	}
+	printStatus(g.out, st)
+	return nil
+}
+
+func printStatus(w io.Writer, st daemon.Status) {
+	fmt.Fprintf(w, "%s %s  inner MTU %d  up %s\n", st.Role, st.Tunnel, st.InnerMTU,
+		(time.Duration(st.UptimeS) * time.Second).String())
+	if len(st.Conns) == 0 {
+		fmt.Fprintln(w, "no connection")
+	}
+	for _, c := range st.Conns {
+		fmt.Fprintf(w, "connection %s  CI %08x/%08x  scheduler %s  reorderer %s  queued %d\n",
+			c.State, c.LocalCI, c.PeerCI, c.Scheduler, c.Reorderer, c.Queued)
+		fmt.Fprintf(w, "  sent %d pkts %s  delivered %d pkts %s  queue drops %d\n",
+			c.SentPackets, bytesStr(c.SentBytes), c.DeliveredPackets, bytesStr(c.DeliveredBytes), c.QueueDrops)
+		fmt.Fprintf(w, "  reorder: in order %d  held %d  out of order %d  gaps skipped %d  late %d  dup %d\n",
+			c.Reorder.InOrder, c.Reorder.Held, c.Reorder.OutOfOrder, c.Reorder.GapsSkipped,
+			c.Reorder.GapsLateArrive, c.Reorder.Duplicates)
+		fmt.Fprintf(w, "  %-3s %-8s %-9s %-4s %-6s %-10s %8s %8s %6s %9s %9s %7s %s\n",
+			"id", "name", "state", "prio", "ccid", "phase", "rtt ms", "min ms", "cwnd", "rate Mb/s", "pace Mb/s", "loss %", "remote")
+		for _, p := range c.Paths {
+			state := p.State
+			if p.Failed {
+				state = "FAILED"
+			}
+			fmt.Fprintf(w, "  %-3d %-8s %-9s %-4d %-6s %-10s %8.1f %8.1f %6d %9.2f %9.2f %7.2f %s\n",
+				p.ID, p.Name, state, p.Prio, p.CCID, p.Phase, p.RTTms, p.MinRTTms, p.Cwnd, p.RateMbps,
+				p.PacingMbps, p.LossPct, p.Remote)
+		}
+	}
+	dp := st.Datapath
+	fmt.Fprintf(w, "datapath: tun in %d out %d  udp in %d out %d (%d sendmmsg)  drops: too-big %d no-route %d queue %d ecn %d  timer late p50 %.0fµs p99 %.0fµs\n",
+		dp.TUNRead, dp.TUNWritten, dp.UDPRead, dp.UDPWritten, dp.UDPSendCalls, dp.DroppedTooBig,
+		dp.DroppedNoRoute, dp.DroppedQueueFull, dp.DroppedECN, dp.TimerLateP50us, dp.TimerLateP99us)
+	if len(st.Dropped) > 0 {
+		fmt.Fprintf(w, "dropped datagrams: %v\n", st.Dropped)
+	}
+}
+
+func bytesStr(b uint64) string {
+	switch {
+	case b >= 1<<30:
+		return fmt.Sprintf("%.2f GiB", float64(b)/(1<<30))
+	case b >= 1<<20:
+		return fmt.Sprintf("%.2f MiB", float64(b)/(1<<20))
+	case b >= 1<<10:
+		return fmt.Sprintf("%.1f KiB", float64(b)/(1<<10))
+	}
+	return fmt.Sprintf("%d B", b)
+}
+
+func cmdSet(g globals, args []string) error {
+	var req daemon.SetRequest
+	switch {
+	case len(args) == 2 && args[0] == "scheduler":
+		req.Scheduler = args[1]
+	case len(args) == 2 && args[0] == "reorderer":
+		req.Reorderer = args[1]
+	case len(args) == 3 && args[0] == "prio":
+		id, err1 := strconv.Atoi(args[1])
+		prio, err2 := strconv.ParseUint(args[2], 10, 4)
+		if err1 != nil || err2 != nil {
+			return usageError{"set prio PATH-ID N: PATH-ID is a number, N is 0..15"}
+		}
+		p := uint8(prio)
+		req.Path, req.Prio = &id, &p
+	default:
+		return usageError{"set scheduler NAME | set reorderer NAME | set prio PATH-ID N"}
+	}
+	if err := control.Call(g.socket, "set", req, nil); err != nil {
+		return err
+	}
+	if g.json {
+		return printJSON(g.out, map[string]bool{"ok": true})
+	}
+	fmt.Fprintln(g.out, "ok")
+	return nil
+}
+
+func cmdCapture(g globals, args []string, stderr io.Writer) error {
+	fs := flag.NewFlagSet("capture", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	file := fs.String("w", "", "pcap `file` to write")
+	dur := fs.Duration("d", 10*time.Second, "how long to capture")
+	if err := fs.Parse(args); err != nil {
+		return usageError{err.Error()}
+	}
+	if *file == "" {
+		return usageError{"capture needs -w FILE"}
+	}
+	abs, err := filepath.Abs(*file)
+	if err != nil {
+		return err
+	}
+	req := daemon.CaptureRequest{File: abs, Seconds: dur.Seconds()}
+	if err := control.Call(g.socket, "capture", req, nil); err != nil {
+		return err
+	}
+	time.Sleep(*dur + 100*time.Millisecond)
+	if g.json {
+		return printJSON(g.out, req)
+	}
+	fmt.Fprintf(g.out, "wrote %s (%s)\n", abs, *dur)
+	return nil
+}

@@ -1,0 +1,139 @@
+// SPDX-License-Identifier: MIT
+
+// Command mptund is the mptun daemon: it runs one multipath tunnel as a
+// client (CPE) or a server (concentrator) from a TOML config.
+//
+//	mptund -c /etc/mptun/cpe.toml          run
+//	mptund -check -c /etc/mptun/cpe.toml   validate the config and exit
+//
+// Exit codes: 0 success, 1 runtime failure, 2 bad command line or config.
+// Signals: SIGHUP reloads what can change at runtime; SIGTERM/SIGINT close
+// the connection gracefully (MP_CLOSE on every subflow) and exit.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/mptun/mptun/config"
+	"github.com/mptun/mptun/daemon"
+	"github.com/mptun/mptun/internal/sdnotify"
+)
+
+var version = "dev"
+
+func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
+
+func run(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("mptund", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	cfgPath := fs.String("c", "/etc/mptun/mptun0.toml", "config `file`")
+	check := fs.Bool("check", false, "validate the config and exit (0 valid, 2 invalid)")
+	showVersion := fs.Bool("version", false, "print the version and exit")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "mptund: unexpected arguments %q\n", fs.Args())
+		return 2
+	}
+	if *showVersion {
+		fmt.Fprintln(stdout, "mptund", version)
+		return 0
+	}
+	cfg, err := config.LoadWith(*cfgPath, daemon.Names())
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return 2
+	}
+	if *check {
+		fmt.Fprintf(stdout, "%s: ok\n", *cfgPath)
+		return 0
+	}
+	log := newLogger(cfg.Log, stderr)
+	d, err := daemon.New(cfg, log)
+	if err != nil {
+		log.Error("start failed", "err", err)
+		return 1
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, syscall.SIGHUP, syscall.SIGTERM, syscall.SIGINT)
+	go func() {
+		for sig := range sigs {
+			if sig != syscall.SIGHUP {
+				log.Info("shutting down", "signal", sig.String())
+				sdnotify.Notify("STOPPING=1")
+				cancel()
+				return
+			}
+			sdnotify.Notify("RELOADING=1\nMONOTONIC_USEC=" + fmt.Sprint(monotonicUsec()))
+			newCfg, err := config.LoadWith(*cfgPath, daemon.Names())
+			if err == nil {
+				err = d.Reload(newCfg)
+			}
+			if err != nil {
+				log.Error("reload failed, keeping the running config", "err", err)
+			} else {
+				log.Info("config reloaded", "file", *cfgPath)
+			}
+			sdnotify.Notify("READY=1")
+		}
+	}()
+	go watchdog(ctx)
+
+	err = d.Run(ctx, func() { sdnotify.Notify("READY=1") })
+	if err != nil {
+		log.Error("stopped", "err", err)
+		return 1
+	}
+	return 0
+}
+
+func newLogger(c config.Log, w io.Writer) *slog.Logger {
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(strings.ToUpper(c.Level))); err != nil {
+		level = slog.LevelInfo
+	}
+	opts := &slog.HandlerOptions{Level: level}
+	if c.Format == "json" {
+		return slog.New(slog.NewJSONHandler(w, opts))
+	}
+	return slog.New(slog.NewTextHandler(w, opts))
+}
+
+// watchdog pings systemd at half the interval it asked for (WATCHDOG_USEC).
+func watchdog(ctx context.Context) {
+	interval, ok := sdnotify.WatchdogInterval()
+	if !ok {
+		return
+	}
+	t := time.NewTicker(interval / 2)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			sdnotify.Notify("WATCHDOG=1")
+		}
+	}
+}
+
+func monotonicUsec() int64 {
+	var ts syscall.Timespec
+	if err := clockGettime(&ts); err != nil {
+		return 0
+	}
+	return ts.Nano() / 1e3
+}

@@ -1,0 +1,141 @@
+// SPDX-License-Identifier: MIT
+
+// Package config loads and validates mptund's TOML configuration.
+//
+// Validation is strict: unknown keys, values of the wrong type and bad
+// values are all errors naming the file, line and key, e.g.
+//
+//	cpe.toml:12: path.dsl.remote: invalid address "x"
+//
+// configs/cpe.toml and configs/concentrator.toml document every key.
+package config
+
+import (
+	"net/netip"
+	"time"
+)
+
+// Config is a validated configuration with defaults filled in.
+type Config struct {
+	File       string // path it was loaded from
+	Tunnel     Tunnel
+	Connection Connection
+	Listen     []Listen
+	Paths      []Path
+	Offload    Offload
+	Control    Control
+	Metrics    Metrics
+	Log        Log
+	Capture    Capture
+}
+
+// Tunnel describes the TUN device.
+type Tunnel struct {
+	Name      string
+	Driver    string // "wireguard" (offloads, batches) or "water"
+	MTU       int    // 0: derive from the paths' MTU minus overhead
+	Addresses []netip.Prefix
+	Routes    []netip.Prefix
+}
+
+// Roles.
+const (
+	RoleClient = "client"
+	RoleServer = "server"
+)
+
+// Connection holds the MP-DCCP connection parameters.
+type Connection struct {
+	Role           string // RoleClient or RoleServer
+	CCID           string // default congestion controller per path
+	Scheduler      string
+	Reorderer      string
+	ReorderMaxHold time.Duration
+	ReorderBuffer  int // packets
+	DropLate       bool
+	ServiceCode    uint32
+	Keepalive      time.Duration
+	PathTimeout    time.Duration
+	SendQueue      int // packets
+	AQM            bool
+	AQMTarget      time.Duration
+	RateLimit      uint64 // bits per second, 0 = none
+	Classes        []Class
+}
+
+// Class maps matching inner packets to their own scheduler.
+type Class struct {
+	Name      string
+	Protocol  uint8 // IP protocol number; 0 = any
+	SrcPorts  []PortRange
+	DstPorts  []PortRange
+	DSCP      []uint8
+	Dst       []netip.Prefix
+	Scheduler string
+}
+
+// PortRange is an inclusive range of ports.
+type PortRange struct{ Lo, Hi uint16 }
+
+// Contains reports whether p is in the range.
+func (r PortRange) Contains(p uint16) bool { return r.Lo <= p && p <= r.Hi }
+
+// Listen is one server UDP socket.
+type Listen struct {
+	Address netip.AddrPort
+	Device  string
+	Fwmark  uint32
+}
+
+// Path is one client path: a local socket and the server it talks to.
+type Path struct {
+	Name   string
+	Local  netip.AddrPort // unspecified address and/or port 0 when not set
+	Device string
+	Fwmark uint32
+	Remote netip.AddrPort
+	Prio   uint8 // MP_PRIO: 0 never, 1 standby, 2 secondary, >=3 primary
+	Weight int
+	CCID   string // overrides Connection.CCID when not empty
+	MTU    int    // outer (link) MTU of the path
+}
+
+// Offload switches kernel offloads; each can be turned off when a kernel
+// or NIC misbehaves.
+type Offload struct {
+	TUN    bool // virtio-net header TSO/USO/GRO on the TUN device
+	UDPGSO bool
+	UDPGRO bool
+}
+
+// Control is the daemon's local API socket.
+type Control struct {
+	Socket string // empty: no control socket
+}
+
+// Metrics is the Prometheus endpoint.
+type Metrics struct {
+	Listen string // host:port; empty: off
+}
+
+// Log configures log/slog.
+type Log struct {
+	Level  string // debug, info, warn, error
+	Format string // text or json
+}
+
+// Capture writes tunnel packets to a pcap file.
+type Capture struct {
+	File    string // empty: off
+	MaxSize int64  // bytes before the file is rotated; 0 = unlimited
+}
+
+// Defaults.
+const (
+	DefaultTunnelName     = "mptun0"
+	DefaultPort           = 6511
+	DefaultServiceCode    = 0x6D707475 // "mptu"
+	DefaultPathMTU        = 1500
+	DefaultPrio           = 3
+	DefaultControlPattern = "/run/mptun/%i.sock"
+)

@@ -1,0 +1,636 @@
+// SPDX-License-Identifier: MIT
+
+// Package datapath is the I/O shell around the protocol engine: it moves
+// batches of packets between the TUN device, the engine and the per-path
+// UDP sockets. It is the only package with goroutines on the packet path.
+//
+// One goroutine (run) owns the mpdccp.Endpoint. Reader goroutines fill
+// preallocated batches from the TUN device and from each socket and hand
+// them over channels; the owner feeds the engine, then drains what the
+// engine wants sent into sendmmsg batches per socket and what it delivers
+// into one TUN write batch. Buffers circulate through free channels, so
+// the steady state allocates nothing.
+package datapath
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/netip"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/mptun/mptun/internal/mono"
+	"github.com/mptun/mptun/internal/ptimer"
+	"github.com/mptun/mptun/mpdccp"
+	"github.com/mptun/mptun/netio"
+	"github.com/mptun/mptun/tun"
+)
+
+const (
+	// tunOffset is the headroom in front of every TUN buffer; the Linux
+	// device needs at least 10 bytes for its virtio-net header.
+	tunOffset = 16
+	// tunWriteBufSize lets the device coalesce (GRO) into a write buffer.
+	tunWriteBufSize = 64 << 10
+	udpBufSize      = 2048
+	batchesInFlight = 4
+	maxBatch        = 128
+)
+
+// Socket is one batched UDP socket. Its index in Config.Sockets is the
+// "local" index the engine uses.
+type Socket interface {
+	ReadBatch(msgs []netio.Message) (int, error)
+	WriteBatch(msgs []netio.Message) (int, error)
+	LocalAddr() netip.AddrPort
+	Close() error
+}
+
+// Capture records tunnel datagrams for debugging (a pcap writer).
+type Capture interface {
+	WritePacket(t time.Time, src, dst netip.Addr, dccp []byte) error
+}
+
+// Config is what a Datapath runs.
+type Config struct {
+	Endpoint *mpdccp.Endpoint
+	Device   tun.Device
+	Sockets  []Socket
+	// InnerMTU is the largest inner packet the tunnel carries; bigger
+	// ones get an ICMP "too big" back.
+	InnerMTU int
+	// InnerAddrs are the tunnel's own inner addresses, used as the source
+	// of ICMP errors.
+	InnerAddrs []netip.Addr
+	Logger     *slog.Logger
+	Capture    Capture
+}
+
+// Stats are the data path's counters. They are updated by the owner
+// goroutine and read by anyone.
+type Stats struct {
+	TUNRead, TUNWritten           atomic.Uint64
+	UDPRead, UDPWritten           atomic.Uint64
+	UDPReadBatches, UDPSendCalls  atomic.Uint64
+	DroppedTooBig, DroppedNoRoute atomic.Uint64
+	DroppedQueueFull, DroppedECN  atomic.Uint64
+	MarkedCE                      atomic.Uint64
+	SendErrors, TUNWriteErrors    atomic.Uint64
+}
+
+type tunBatch struct {
+	bufs  [][]byte
+	sizes []int
+	n     int
+}
+
+type udpBatch struct {
+	sock int
+	msgs []netio.Message
+	n    int
+}
+
+// Datapath runs one endpoint.
+type Datapath struct {
+	cfg   Config
+	ep    *mpdccp.Endpoint
+	log   *slog.Logger
+	Stats Stats
+
+	tunIn   chan *tunBatch
+	tunFree chan *tunBatch
+	udpIn   chan *udpBatch
+	udpFree []chan *udpBatch
+	ctl     chan func()
+	wake    chan struct{}
+
+	timer   *ptimer.Timer
+	armed   mono.Time
+	txMsgs  [][]netio.Message // per socket
+	txN     []int
+	tunOut  [][]byte
+	tunOutN int
+	spare   netio.Message
+	icmpBuf []byte
+	routes  map[netip.Addr]*mpdccp.Conn
+	errOnce sync.Once
+	fatal   chan error
+	capture atomic.Pointer[captureBox]
+}
+
+type captureBox struct{ c Capture }
+
+// SetCapture starts (c != nil) or stops (nil) recording datagrams.
+func (d *Datapath) SetCapture(c Capture) {
+	if c == nil {
+		d.capture.Store(nil)
+		return
+	}
+	d.capture.Store(&captureBox{c})
+}
+
+// New prepares a data path; Run starts it.
+func New(cfg Config) (*Datapath, error) {
+	if cfg.Endpoint == nil || cfg.Device == nil || len(cfg.Sockets) == 0 {
+		return nil, errors.New("datapath: endpoint, device and at least one socket are required")
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.InnerMTU <= 0 {
+		cfg.InnerMTU = 1380
+	}
+	t, err := ptimer.New()
+	if err != nil {
+		return nil, err
+	}
+	d := &Datapath{
+		cfg:     cfg,
+		ep:      cfg.Endpoint,
+		log:     cfg.Logger,
+		tunIn:   make(chan *tunBatch, batchesInFlight),
+		tunFree: make(chan *tunBatch, batchesInFlight),
+		udpIn:   make(chan *udpBatch, batchesInFlight*len(cfg.Sockets)),
+		ctl:     make(chan func(), 16),
+		wake:    make(chan struct{}, 1),
+		timer:   t,
+		armed:   mono.Never,
+		icmpBuf: make([]byte, 0, 1500),
+		routes:  make(map[netip.Addr]*mpdccp.Conn),
+		fatal:   make(chan error, 1),
+	}
+	d.SetCapture(cfg.Capture)
+	bs := min(max(cfg.Device.BatchSize(), 1), maxBatch)
+	readBuf := tunOffset + max(cfg.InnerMTU, 1500) + 64
+	for range batchesInFlight {
+		b := &tunBatch{bufs: make([][]byte, bs), sizes: make([]int, bs)}
+		for i := range b.bufs {
+			b.bufs[i] = make([]byte, readBuf)
+		}
+		d.tunFree <- b
+	}
+	d.spare.Buf = make([]byte, udpBufSize)
+	d.tunOut = make([][]byte, maxBatch)
+	for i := range d.tunOut {
+		d.tunOut[i] = make([]byte, tunWriteBufSize)
+	}
+	for s := range cfg.Sockets {
+		free := make(chan *udpBatch, batchesInFlight)
+		for range batchesInFlight {
+			b := &udpBatch{sock: s, msgs: make([]netio.Message, maxBatch)}
+			for i := range b.msgs {
+				b.msgs[i].Buf = make([]byte, udpBufSize)
+			}
+			free <- b
+		}
+		d.udpFree = append(d.udpFree, free)
+		tx := make([]netio.Message, maxBatch)
+		for i := range tx {
+			tx[i].Buf = make([]byte, udpBufSize)
+		}
+		d.txMsgs = append(d.txMsgs, tx)
+		d.txN = append(d.txN, 0)
+	}
+	return d, nil
+}
+
+// Do runs fn in the goroutine that owns the endpoint and waits for it. The
+// control API uses it to read or change engine state safely.
+func (d *Datapath) Do(ctx context.Context, fn func(now mono.Time, ep *mpdccp.Endpoint)) error {
+	done := make(chan struct{})
+	select {
+	case d.ctl <- func() { fn(mono.Now(), d.ep); close(done) }:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// TimerLateness reports the precise timer's wake-up lateness quantiles.
+func (d *Datapath) TimerLateness() (p50, p99, max time.Duration) {
+	h := &d.timer.Lateness
+	return h.Quantile(0.5), h.Quantile(0.99), h.Max()
+}
+
+// Run moves packets until ctx is cancelled, then closes every connection
+// gracefully (MP_CLOSE) and returns after they closed or closeGrace passed.
+func (d *Datapath) Run(ctx context.Context, closeGrace time.Duration) error {
+	readCtx, stopReaders := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Add(2 + len(d.cfg.Sockets))
+	go func() { defer wg.Done(); d.routineReadTUN(readCtx) }()
+	for i := range d.cfg.Sockets {
+		go func() { defer wg.Done(); d.routineReadUDP(readCtx, i) }()
+	}
+	go func() { defer wg.Done(); d.routineTimer() }()
+	defer func() {
+		stopReaders()
+		d.timer.Close()
+		// Readers blocked in syscalls return once the device and sockets
+		// are closed by the caller; do not wait for them here.
+		go wg.Wait()
+	}()
+
+	var closing bool
+	var closeBy mono.Time
+	done := ctx.Done()
+	for {
+		select {
+		case b := <-d.tunIn:
+			d.handleTUN(mono.Now(), b)
+			d.tunFree <- b
+		case b := <-d.udpIn:
+			d.handleUDP(mono.Now(), b)
+			d.udpFree[b.sock] <- b
+		case <-d.wake:
+			now := mono.Now()
+			if now >= d.ep.Deadline() {
+				d.ep.HandleTimer(now)
+			}
+		case fn := <-d.ctl:
+			fn()
+		case err := <-d.fatal:
+			return err
+		case <-done:
+			done = nil
+			closing = true
+			now := mono.Now()
+			closeBy = now.Add(closeGrace)
+			for _, c := range d.ep.Conns() {
+				c.Close(now)
+			}
+		}
+		now := mono.Now()
+		d.flush(now)
+		if closing {
+			if d.allClosed() || now >= closeBy {
+				return nil
+			}
+			d.arm(mono.Min(d.ep.Deadline(), closeBy))
+			continue
+		}
+		d.arm(d.ep.Deadline())
+	}
+}
+
+func (d *Datapath) allClosed() bool {
+	for _, c := range d.ep.Conns() {
+		if c.State() != mpdccp.Closed {
+			return false
+		}
+	}
+	return true
+}
+
+// arm sets the precise timer, avoiding a syscall when nothing changed.
+func (d *Datapath) arm(deadline mono.Time) {
+	if deadline == d.armed {
+		return
+	}
+	d.armed = deadline
+	if err := d.timer.Reset(deadline); err != nil {
+		d.log.Error("timer", "err", err)
+	}
+}
+
+func (d *Datapath) routineTimer() {
+	for {
+		if _, err := d.timer.Wait(); err != nil {
+			return
+		}
+		select {
+		case d.wake <- struct{}{}:
+		default:
+		}
+	}
+}
+
+func (d *Datapath) routineReadTUN(ctx context.Context) {
+	for {
+		var b *tunBatch
+		select {
+		case b = <-d.tunFree:
+		case <-ctx.Done():
+			return
+		}
+		n, err := d.cfg.Device.Read(b.bufs, b.sizes, tunOffset)
+		if err != nil && n == 0 {
+			if errors.Is(err, tun.ErrTooManySegments) {
+				d.tunFree <- b
+				continue
+			}
+			d.tunFree <- b
+			if ctx.Err() == nil {
+				d.fail(fmt.Errorf("tun read: %w", err))
+			}
+			return
+		}
+		b.n = n
+		select {
+		case d.tunIn <- b:
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+func (d *Datapath) routineReadUDP(ctx context.Context, sock int) {
+	s := d.cfg.Sockets[sock]
+	for {
+		var b *udpBatch
+		select {
+		case b = <-d.udpFree[sock]:
+		case <-ctx.Done():
+			return
+		}
+		for i := range b.msgs {
+			b.msgs[i].Buf = b.msgs[i].Buf[:cap(b.msgs[i].Buf)]
+		}
+		n, err := s.ReadBatch(b.msgs)
+		if err != nil {
+			d.udpFree[sock] <- b
+			if ctx.Err() != nil || errors.Is(err, net.ErrClosed) {
+				return
+			}
+			// Transient errors (e.g. ICMP port unreachable reported on a
+			// connected socket) must not kill the path.
+			d.log.Debug("udp read", "socket", sock, "err", err)
+			time.Sleep(time.Millisecond)
+			continue
+		}
+		b.n = n
+		select {
+		case d.udpIn <- b:
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+func (d *Datapath) fail(err error) {
+	d.errOnce.Do(func() { d.fatal <- err })
+}
+
+// handleTUN feeds packets read from the TUN device to their connection.
+func (d *Datapath) handleTUN(now mono.Time, b *tunBatch) {
+	d.Stats.TUNRead.Add(uint64(b.n))
+	conns := d.ep.Conns()
+	for i := 0; i < b.n; i++ {
+		pkt := b.bufs[i][tunOffset : tunOffset+b.sizes[i]]
+		if len(pkt) == 0 {
+			continue
+		}
+		if len(pkt) > d.cfg.InnerMTU {
+			d.Stats.DroppedTooBig.Add(1)
+			d.sendTooBig(pkt)
+			continue
+		}
+		c := d.route(pkt, conns)
+		if c == nil {
+			d.Stats.DroppedNoRoute.Add(1)
+			continue
+		}
+		if !c.Send(now, pkt, 0) {
+			d.Stats.DroppedQueueFull.Add(1)
+		}
+	}
+}
+
+// route picks the connection for an inner packet: the only one on a
+// client, or on a concentrator the one its destination was learned from.
+func (d *Datapath) route(pkt []byte, conns []*mpdccp.Conn) *mpdccp.Conn {
+	if len(conns) == 1 {
+		return conns[0]
+	}
+	dst, ok := innerAddr(pkt, false)
+	if !ok {
+		return nil
+	}
+	return d.routes[dst]
+}
+
+// innerAddr returns the source (src=true) or destination address of an
+// inner IP packet.
+func innerAddr(pkt []byte, src bool) (netip.Addr, bool) {
+	switch {
+	case len(pkt) >= 20 && pkt[0]>>4 == 4:
+		off := 16
+		if src {
+			off = 12
+		}
+		return netip.AddrFrom4([4]byte(pkt[off : off+4])), true
+	case len(pkt) >= 40 && pkt[0]>>4 == 6:
+		off := 24
+		if src {
+			off = 8
+		}
+		return netip.AddrFrom16([16]byte(pkt[off : off+16])), true
+	}
+	return netip.Addr{}, false
+}
+
+func (d *Datapath) sendTooBig(pkt []byte) {
+	var src netip.Addr
+	v4 := pkt[0]>>4 == 4
+	for _, a := range d.cfg.InnerAddrs {
+		if a.Is4() == v4 {
+			src = a
+			break
+		}
+	}
+	icmp := tooBig(d.icmpBuf[:0], pkt, d.cfg.InnerMTU, src)
+	if icmp == nil {
+		return
+	}
+	out := d.tunOut[d.tunOutN]
+	copy(out[tunOffset:], icmp)
+	d.tunOut[d.tunOutN] = out[:tunOffset+len(icmp)]
+	d.tunOutN++
+	if d.tunOutN == len(d.tunOut) {
+		d.writeTUN()
+	}
+}
+
+// handleUDP applies RFC 6040 decapsulation to each datagram and feeds it to
+// the engine.
+func (d *Datapath) handleUDP(now mono.Time, b *udpBatch) {
+	d.Stats.UDPRead.Add(uint64(b.n))
+	d.Stats.UDPReadBatches.Add(1)
+	local := d.cfg.Sockets[b.sock].LocalAddr()
+	for i := 0; i < b.n; i++ {
+		m := &b.msgs[i]
+		dg := m.Buf[:m.N]
+		ecn := m.TOS & 3
+		if ecn == ce && !d.decapCE(dg) {
+			d.Stats.DroppedECN.Add(1)
+			continue
+		}
+		if cb := d.capture.Load(); cb != nil {
+			cb.c.WritePacket(time.Now(), m.Addr.Addr(), local.Addr(), dg)
+		}
+		d.ep.HandleDatagram(now, b.sock, m.Addr, local.Addr(), dg, ecn)
+	}
+}
+
+// decapCE handles an outer CE mark on a datagram: a Data/DataAck packet's
+// ECN-capable inner packet is marked CE (patching the inner and the DCCP
+// checksums); a Not-ECT one is dropped (false).
+func (d *Datapath) decapCE(dg []byte) bool {
+	off, ok := dccpPayloadOffset(dg)
+	if !ok {
+		return true // not a data packet: the engine still counts the mark
+	}
+	inner := dg[off:]
+	iecn, ok := innerECN(inner)
+	if !ok {
+		return true
+	}
+	switch decapECN(ce, iecn) {
+	case decapDrop:
+		return false
+	case decapMarkCE:
+		changes, n := setCE(inner)
+		if dg[5]&0xf == 0 { // CsCov 0: the DCCP checksum covers the payload
+			sum := binary.BigEndian.Uint16(dg[6:8])
+			for _, c := range changes[:n] {
+				sum = checksumPatch(sum, c.old, c.new)
+			}
+			binary.BigEndian.PutUint16(dg[6:8], sum)
+		}
+		d.Stats.MarkedCE.Add(1)
+	}
+	return true
+}
+
+// dccpPayloadOffset returns where the application data of a DCCP Data or
+// DataAck packet starts.
+func dccpPayloadOffset(dg []byte) (int, bool) {
+	if len(dg) < 16 {
+		return 0, false
+	}
+	typ := (dg[8] >> 1) & 0xf
+	if typ != 2 && typ != 4 { // Data, DataAck
+		return 0, false
+	}
+	off := int(dg[4]) * 4
+	if off < 16 || off >= len(dg) {
+		return 0, false
+	}
+	return off, true
+}
+
+// flush drains what the engine has to send and to deliver.
+func (d *Datapath) flush(now mono.Time) {
+	for {
+		// The socket is known only after polling, so poll into a spare
+		// buffer and swap it into that socket's batch.
+		m := &d.spare
+		m.Buf = m.Buf[:cap(m.Buf)]
+		tx, ok := d.ep.PollTransmit(now, m.Buf)
+		if !ok {
+			break
+		}
+		if tx.Local < 0 || tx.Local >= len(d.txMsgs) {
+			continue
+		}
+		dg := m.Buf[:tx.N]
+		var tos uint8 = ect0
+		if off, ok := dccpPayloadOffset(dg); ok {
+			if iecn, ok := innerECN(dg[off:]); ok {
+				tos = outerECN(iecn)
+			}
+		}
+		if cb := d.capture.Load(); cb != nil {
+			cb.c.WritePacket(time.Now(), d.cfg.Sockets[tx.Local].LocalAddr().Addr(), tx.Remote.Addr(), dg)
+		}
+		slot := &d.txMsgs[tx.Local][d.txN[tx.Local]]
+		// Swap buffers: the polled datagram becomes the slot's buffer.
+		slot.Buf, m.Buf = m.Buf, slot.Buf
+		slot.N = tx.N
+		slot.Addr = tx.Remote
+		slot.TOS = tos
+		d.txN[tx.Local]++
+		if d.txN[tx.Local] == len(d.txMsgs[tx.Local]) {
+			d.writeUDP(tx.Local)
+		}
+	}
+	for s := range d.txMsgs {
+		if d.txN[s] > 0 {
+			d.writeUDP(s)
+		}
+	}
+	for {
+		out := d.tunOut[d.tunOutN]
+		out = out[:cap(out)]
+		n, c, ok := d.ep.PollDeliver(now, out[tunOffset:])
+		if !ok {
+			break
+		}
+		pkt := out[tunOffset : tunOffset+n]
+		if c != nil && len(d.ep.Conns()) > 1 {
+			if src, ok := innerAddr(pkt, true); ok {
+				if d.routes[src] != c {
+					d.routes[src] = c
+				}
+			}
+		}
+		d.tunOut[d.tunOutN] = out[:tunOffset+n]
+		d.tunOutN++
+		if d.tunOutN == len(d.tunOut) {
+			d.writeTUN()
+		}
+	}
+	if d.tunOutN > 0 {
+		d.writeTUN()
+	}
+	for {
+		ev, ok := d.ep.PollEvent()
+		if !ok {
+			break
+		}
+		d.log.Info("mpdccp event", "event", ev.Kind.String(), "path", ev.Path, "remote", ev.Remote, "reason", ev.Reason)
+	}
+}
+
+func (d *Datapath) writeUDP(s int) {
+	msgs := d.txMsgs[s][:d.txN[s]]
+	d.txN[s] = 0
+	for len(msgs) > 0 {
+		n, err := d.cfg.Sockets[s].WriteBatch(msgs)
+		d.Stats.UDPSendCalls.Add(1)
+		d.Stats.UDPWritten.Add(uint64(n))
+		if err != nil {
+			// A path that cannot send (route gone, interface down) must not
+			// stall the others: drop the rest of this batch; the subflow's
+			// congestion control sees the loss.
+			d.Stats.SendErrors.Add(uint64(len(msgs) - n))
+			return
+		}
+		msgs = msgs[n:]
+	}
+}
+
+func (d *Datapath) writeTUN() {
+	bufs := d.tunOut[:d.tunOutN]
+	n := d.tunOutN
+	d.tunOutN = 0
+	if _, err := d.cfg.Device.Write(bufs, tunOffset); err != nil {
+		d.Stats.TUNWriteErrors.Add(1)
+		d.log.Debug("tun write", "err", err)
+	}
+	d.Stats.TUNWritten.Add(uint64(n))
+	// Write may have reordered or resliced bufs; restore full capacity.
+	for i := range bufs {
+		bufs[i] = bufs[i][:cap(bufs[i])]
+	}
+}

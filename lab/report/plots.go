@@ -1,0 +1,165 @@
+// SPDX-License-Identifier: MIT
+
+package report
+
+import (
+	"fmt"
+	"image/color"
+	"math"
+	"path/filepath"
+
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/plotutil"
+	"gonum.org/v1/plot/vg"
+)
+
+// Plot writes the PNG plots of every run into its directory and the
+// cross-peer plots into dir; it returns the files written.
+func (r *Results) Plot(dir string) ([]string, error) {
+	var files []string
+	for _, run := range r.Runs {
+		if run.Dir == "" || run.BinWidth == 0 {
+			continue
+		}
+		f := filepath.Join(run.Dir, "throughput.png")
+		if err := plotThroughput(run, f); err != nil {
+			return files, err
+		}
+		files = append(files, f)
+	}
+	f := filepath.Join(dir, "owd_ccdf.png")
+	ok, err := plotOWD(r, f)
+	if err != nil {
+		return files, err
+	}
+	if ok {
+		files = append(files, f)
+	}
+	return files, nil
+}
+
+func binsXY(bins []float64, width float64) plotter.XYs {
+	xy := make(plotter.XYs, len(bins))
+	for i, v := range bins {
+		xy[i].X = (float64(i) + 0.5) * width
+		xy[i].Y = v
+	}
+	return xy
+}
+
+// markEvents draws a dashed vertical line per event.
+func markEvents(p *plot.Plot, events []Event, ymax float64) error {
+	for _, e := range events {
+		l, err := plotter.NewLine(plotter.XYs{{X: e.AtS, Y: 0}, {X: e.AtS, Y: ymax}})
+		if err != nil {
+			return err
+		}
+		l.Color = color.Gray{Y: 96}
+		l.Dashes = []vg.Length{vg.Points(4), vg.Points(3)}
+		p.Add(l)
+		lbl, err := plotter.NewLabels(plotter.XYLabels{XYs: plotter.XYs{{X: e.AtS, Y: ymax}}, Labels: []string{e.Path + " " + e.Action}})
+		if err != nil {
+			return err
+		}
+		p.Add(lbl)
+	}
+	return nil
+}
+
+func plotThroughput(run *Run, file string) error {
+	p := plot.New()
+	p.Title.Text = fmt.Sprintf("%s: throughput per path (emulator, layer 2) and goodput", run.Peer)
+	p.X.Label.Text = "time (s)"
+	p.Y.Label.Text = "Mbit/s"
+	w := run.BinWidth.Seconds()
+	ymax := 1.0
+	for i, path := range run.Paths {
+		l, err := plotter.NewLine(binsXY(path.Bins, w))
+		if err != nil {
+			return err
+		}
+		l.Color = plotutil.Color(i)
+		p.Add(l)
+		p.Legend.Add(path.Name, l)
+		for _, v := range path.Bins {
+			ymax = math.Max(ymax, v)
+		}
+	}
+	if len(run.GoodputBins) > 0 {
+		l, err := plotter.NewLine(binsXY(run.GoodputBins, w))
+		if err != nil {
+			return err
+		}
+		l.Color = color.Black
+		l.Width = vg.Points(1.5)
+		p.Add(l)
+		p.Legend.Add("goodput (bulk)", l)
+		for _, v := range run.GoodputBins {
+			ymax = math.Max(ymax, v)
+		}
+	}
+	if err := markEvents(p, run.Events, ymax*1.05); err != nil {
+		return err
+	}
+	p.Legend.Top = true
+	p.Y.Min = 0
+	if err := p.Save(22*vg.Centimeter, 11*vg.Centimeter, file); err != nil {
+		return fmt.Errorf("plot %s: %w", file, err)
+	}
+	return nil
+}
+
+// plotOWD draws the complementary CDF of one-way delay of every peer's
+// probe on a log scale down to 1e-4 (p99.99).
+func plotOWD(r *Results, file string) (bool, error) {
+	p := plot.New()
+	p.Title.Text = r.Scenario + ": probe one-way delay, complementary CDF"
+	p.X.Label.Text = "one-way delay (ms)"
+	p.Y.Label.Text = "fraction of packets with larger delay"
+	p.Y.Scale = plot.LogScale{}
+	p.Y.Tick.Marker = plot.LogTicks{Prec: -1}
+	any := false
+	for i, run := range r.Runs {
+		if run.Probe == nil || len(run.Probe.OWD) == 0 {
+			continue
+		}
+		owd := run.Probe.OWD
+		n := float64(len(owd))
+		// Thin to at most ~2000 points, keeping the tail exact.
+		var xy plotter.XYs
+		step := max(1, len(owd)/2000)
+		for k := 0; k < len(owd); k++ {
+			ccdf := 1 - float64(k+1)/n
+			if ccdf < 1e-4 {
+				break
+			}
+			if k%step == 0 || ccdf < 0.01 {
+				xy = append(xy, plotter.XY{X: owd[k], Y: ccdf})
+			}
+		}
+		if len(xy) < 2 {
+			continue
+		}
+		l, err := plotter.NewLine(xy)
+		if err != nil {
+			return false, err
+		}
+		l.Color = plotutil.Color(i)
+		l.Dashes = plotutil.Dashes(i)
+		p.Add(l)
+		p.Legend.Add(run.Peer, l)
+		any = true
+	}
+	if !any {
+		return false, nil
+	}
+	p.Y.Min = 1e-4
+	p.Y.Max = 1
+	p.Legend.Top = true
+	p.Add(plotter.NewGrid())
+	if err := p.Save(18*vg.Centimeter, 11*vg.Centimeter, file); err != nil {
+		return false, fmt.Errorf("plot %s: %w", file, err)
+	}
+	return true, nil
+}

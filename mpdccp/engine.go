@@ -1,0 +1,640 @@
+// SPDX-License-Identifier: MIT
+
+// Package mpdccp is the sans-I/O MP-DCCP connection engine (RFC 4340 +
+// RFC 9897): subflows with full DCCP half-connection state, the 4-way
+// handshake with MP_CAPABLE/MP_KEY, joins with MP_JOIN/MP_HMAC, MP_SEQ
+// numbering, reliable control options, path failure detection and close.
+//
+// The caller feeds datagrams and inner packets in (HandleDatagram,
+// Conn.Send) and polls for datagrams to send (PollTransmit), inner packets
+// to deliver (PollDeliver) and the next timer (Deadline, HandleTimer).
+// Nothing here reads the clock, opens sockets or starts goroutines; one
+// goroutine owns an Endpoint.
+package mpdccp
+
+import (
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"io"
+	"net/netip"
+	"time"
+
+	"github.com/mptun/mptun/ccid"
+	"github.com/mptun/mptun/internal/mono"
+	"github.com/mptun/mptun/mpdccp/wire"
+	"github.com/mptun/mptun/reorder"
+	"github.com/mptun/mptun/scheduler"
+)
+
+// Role says which side of the handshake an Endpoint plays.
+type Role uint8
+
+const (
+	Client Role = iota
+	Server
+)
+
+// PathConfig describes one path (subflow) of a connection.
+type PathConfig struct {
+	ID        int            // caller's path id (client); on the server the engine assigns ids
+	Local     int            // caller's socket index the path sends from
+	LocalAddr netip.AddrPort // for the checksum pseudo-header and MP_ADDADDR
+	Remote    netip.AddrPort
+	Prio      uint8 // MP_PRIO, default 3
+	Weight    int
+	CCID      string // override of Config.CCID, "" = default
+}
+
+// Config parameterises an Endpoint. Zero fields get the documented defaults.
+type Config struct {
+	Role        Role
+	ServiceCode uint32
+	CCID        string // congestion controller name; default "ccid2"
+	CC          ccid.Config
+	Scheduler   string // default "rr"
+	Reorderer   string // default "passive"
+	Reorder     reorder.Config
+	MaxSubflows int           // server side limit per connection, default 8
+	MaxPacket   int           // max DCCP packet (UDP payload) size, default 1452
+	SendQueue   int           // inner packets queued per connection, default 1024
+	Rand        io.Reader     // keys, nonces, ISS, initial MP_SEQ; default crypto/rand
+	KeepAlive   time.Duration // probe an idle subflow, default 1 s
+	PathTimeout time.Duration // subflow failed after this long without a packet, default 3 s
+	// MaxConns limits the connections a server accepts (0 = 1024).
+	MaxConns int
+	// ECN marks data packets ECT(0) in Transmit.ECN.
+	ECN bool
+	// InitialMPSeq, when non-zero, fixes the first MP_SEQ (tests).
+	InitialMPSeq uint64
+}
+
+const (
+	defaultCCID      = "ccid2"
+	defaultScheduler = "rr"
+	defaultReorderer = "passive"
+)
+
+// Transmit describes a datagram PollTransmit wrote.
+type Transmit struct {
+	N      int            // bytes written to buf
+	Path   int            // path id (-1 for replies outside any connection)
+	Local  int            // socket index to send from
+	Remote netip.AddrPort // destination
+	ECN    uint8
+}
+
+// EventKind classifies an Event.
+type EventKind uint8
+
+const (
+	EventConnOpen EventKind = iota + 1
+	EventConnClosed
+	EventPathUp   // subflow established, or heard from again after PathDown
+	EventPathDown // nothing heard for PathTimeout
+	EventPathClosed
+	EventJoinFailed
+	EventPeerAddr // the peer advertised an address (MP_ADDADDR)
+	EventPeerRemoveAddr
+	EventPathRebind // the peer's address changed (NAT rebinding)
+)
+
+var eventNames = [...]string{"", "conn-open", "conn-closed", "path-up", "path-down", "path-closed",
+	"join-failed", "peer-addaddr", "peer-removeaddr", "path-rebind"}
+
+func (k EventKind) String() string {
+	if int(k) < len(eventNames) {
+		return eventNames[k]
+	}
+	return fmt.Sprintf("event(%d)", k)
+}
+
+// Event is a connection or path state change, for logs and metrics.
+type Event struct {
+	Kind   EventKind
+	Conn   *Conn
+	Path   int
+	Remote netip.AddrPort
+	Reset  wire.ResetCode // reset code behind a close or failure, if any
+	Reason string
+}
+
+// DropReason says why a datagram was dropped.
+type DropReason uint8
+
+const (
+	DropMalformed   DropReason = iota // does not parse
+	DropChecksum                      // bad DCCP checksum
+	DropNoConn                        // no subflow matches
+	DropOutOfWindow                   // sequence or ack number outside the window
+	DropBadOption                     // malformed or missing options
+	DropBadState                      // packet type not allowed in the subflow's state
+	DropBadHMAC                       // join authentication failed
+	DropTooBusy                       // subflow or connection limit
+	DropBadService                    // service code mismatch
+	DropDuplicate                     // duplicate MP_SEQ (redundant copy or replay)
+	DropNoMPSeq                       // data without MP_SEQ
+	DropClosed                        // connection closing
+	numDropReasons
+)
+
+var dropNames = [...]string{"malformed", "checksum", "no-conn", "out-of-window", "bad-option",
+	"bad-state", "bad-hmac", "too-busy", "bad-service", "duplicate", "no-mpseq", "closed"}
+
+func (r DropReason) String() string {
+	if int(r) < len(dropNames) {
+		return dropNames[r]
+	}
+	return fmt.Sprintf("drop(%d)", r)
+}
+
+// EndpointStats are the endpoint's counters.
+type EndpointStats struct {
+	DatagramsIn, DatagramsOut uint64
+	BytesIn, BytesOut         uint64
+	Dropped                   [numDropReasons]uint64 // indexed by DropReason
+	ResetsSent                uint64
+	EventsLost                uint64
+	Conns                     int
+}
+
+// Endpoint is one side of MP-DCCP: a client with one connection or a
+// server (concentrator) with many.
+type Endpoint struct {
+	cfg        Config
+	ccidName   string
+	schedName  string
+	reoName    string
+	conns      []*Conn
+	byKey      map[sfKey]*subflow
+	byPorts    map[portKey][]*subflow
+	byCI       map[uint32]*Conn
+	pool       bufPool
+	stateless  []statelessReply
+	events     []Event
+	evHead     int
+	evN        int
+	stats      EndpointStats
+	txRR       int
+	dlRR       int
+	pkt        wire.Packet
+	bld        wire.Builder
+	rbuf       [64]byte
+	nextPathID int
+	cells      []byte // scratch Ack Vector cells
+	runs       []ccid.AckRun
+	fb         ccid.Feedback
+	// testBadJoinHMAC corrupts the MP_HMAC of joins (tests).
+	testBadJoinHMAC bool
+}
+
+type sfKey struct {
+	remote     netip.AddrPort
+	local, rem uint16 // DCCP ports: ours, the peer's
+}
+
+type portKey struct{ local, rem uint16 }
+
+// statelessReply is a Reset for a packet that matched no subflow, or that
+// was refused before a subflow existed.
+type statelessReply struct {
+	local    int
+	remote   netip.AddrPort
+	src      netip.Addr
+	srcPort  uint16
+	dstPort  uint16
+	seq, ack uint64
+	code     wire.ResetCode
+}
+
+const maxStateless = 64
+const maxEvents = 1024
+
+// NewEndpoint validates cfg and returns an Endpoint.
+func NewEndpoint(cfg Config) (*Endpoint, error) {
+	if cfg.MaxSubflows == 0 {
+		cfg.MaxSubflows = 8
+	}
+	if cfg.MaxPacket == 0 {
+		cfg.MaxPacket = 1452
+	}
+	if cfg.MaxPacket < 128 || cfg.MaxPacket > 65507 {
+		return nil, fmt.Errorf("mpdccp: MaxPacket %d out of range [128, 65507]", cfg.MaxPacket)
+	}
+	if cfg.SendQueue == 0 {
+		cfg.SendQueue = 1024
+	}
+	if cfg.Rand == nil {
+		cfg.Rand = rand.Reader
+	}
+	if cfg.KeepAlive == 0 {
+		cfg.KeepAlive = time.Second
+	}
+	if cfg.PathTimeout == 0 {
+		cfg.PathTimeout = 3 * time.Second
+	}
+	if cfg.MaxConns == 0 {
+		cfg.MaxConns = 1024
+	}
+	e := &Endpoint{
+		cfg:     cfg,
+		byKey:   make(map[sfKey]*subflow),
+		byPorts: make(map[portKey][]*subflow),
+		byCI:    make(map[uint32]*Conn),
+		events:  make([]Event, maxEvents),
+		cells:   make([]byte, 0, 256),
+		runs:    make([]ccid.AckRun, 0, 256),
+	}
+	e.pool.size = cfg.MaxPacket
+	e.ccidName = resolveName(cfg.CCID, defaultCCID, fallbackCCID, ccid.Names())
+	e.schedName = resolveName(cfg.Scheduler, defaultScheduler, fallbackScheduler, scheduler.Names())
+	e.reoName = resolveName(cfg.Reorderer, defaultReorderer, fallbackReorderer, reorder.Names())
+	if _, err := ccid.New(e.ccidName, cfg.CC); err != nil {
+		return nil, fmt.Errorf("mpdccp: %w", err)
+	}
+	if _, err := scheduler.New(e.schedName, scheduler.Config{}); err != nil {
+		return nil, fmt.Errorf("mpdccp: %w", err)
+	}
+	if _, err := reorder.New(e.reoName, cfg.Reorder); err != nil {
+		return nil, fmt.Errorf("mpdccp: %w", err)
+	}
+	return e, nil
+}
+
+// MaxPayload is the largest inner packet Conn.Send accepts: MaxPacket minus
+// the DataAck header, MP_SEQ and room for a short Ack Vector.
+func (e *Endpoint) MaxPayload() int { return e.cfg.MaxPacket - dataOverhead }
+
+// dataOverhead: DataAck header 24 + MP_SEQ 9 + Ack Vector (2+5) + padding.
+const dataOverhead = 24 + 9 + 7 + 4
+
+func (e *Endpoint) random(n int) []byte {
+	b := e.rbuf[:n]
+	if _, err := io.ReadFull(e.cfg.Rand, b); err != nil {
+		// A failing entropy source is a broken host; fall back to a counter
+		// mix rather than panic on the data path.
+		for i := range b {
+			b[i] = byte(e.stats.DatagramsOut>>(i%8)) ^ byte(i*131)
+		}
+	}
+	return b
+}
+
+func (e *Endpoint) rand32() uint32 {
+	b := e.random(4)
+	return uint32(b[0])<<24 | uint32(b[1])<<16 | uint32(b[2])<<8 | uint32(b[3])
+}
+
+func (e *Endpoint) rand48() uint64 {
+	b := e.random(6)
+	var v uint64
+	for _, x := range b {
+		v = v<<8 | uint64(x)
+	}
+	return v & wire.MaxSeq
+}
+
+func (e *Endpoint) drop(r DropReason) { e.stats.Dropped[r]++ }
+
+func (e *Endpoint) emit(ev Event) {
+	if e.evN == len(e.events) {
+		e.evHead = (e.evHead + 1) % len(e.events)
+		e.evN--
+		e.stats.EventsLost++
+	}
+	e.events[(e.evHead+e.evN)%len(e.events)] = ev
+	e.evN++
+}
+
+// PollEvent returns the next queued event.
+func (e *Endpoint) PollEvent() (Event, bool) {
+	if e.evN == 0 {
+		return Event{}, false
+	}
+	ev := e.events[e.evHead]
+	e.events[e.evHead] = Event{}
+	e.evHead = (e.evHead + 1) % len(e.events)
+	e.evN--
+	return ev, true
+}
+
+// Stats returns the endpoint's counters.
+func (e *Endpoint) Stats() EndpointStats {
+	s := e.stats
+	s.Conns = len(e.conns)
+	return s
+}
+
+// Conns returns the live connections (a copy of the list).
+func (e *Endpoint) Conns() []*Conn { return append([]*Conn(nil), e.conns...) }
+
+// Dial starts a client connection: the first subflow on paths[0], joins on
+// the others once the 4-way handshake has completed.
+func (e *Endpoint) Dial(now mono.Time, paths []PathConfig) (*Conn, error) {
+	if e.cfg.Role != Client {
+		return nil, errors.New("mpdccp: Dial on a server endpoint")
+	}
+	if len(paths) == 0 {
+		return nil, errors.New("mpdccp: Dial needs at least one path")
+	}
+	for i, p := range paths {
+		if !p.Remote.IsValid() {
+			return nil, fmt.Errorf("mpdccp: path %d: invalid remote address", p.ID)
+		}
+		for _, q := range paths[:i] {
+			if q.ID == p.ID {
+				return nil, fmt.Errorf("mpdccp: duplicate path id %d", p.ID)
+			}
+		}
+	}
+	c, err := e.newConn(now)
+	if err != nil {
+		return nil, err
+	}
+	sf, err := c.newSubflow(now, paths[0], false)
+	if err != nil {
+		e.removeConn(c)
+		return nil, err
+	}
+	sf.startRequest(now)
+	c.pendingJoins = append(c.pendingJoins, paths[1:]...)
+	return c, nil
+}
+
+func (e *Endpoint) newConn(now mono.Time) (*Conn, error) {
+	c := &Conn{ep: e, state: Connecting, created: now}
+	var err error
+	if c.sched, err = scheduler.New(e.schedName, scheduler.Config{}); err != nil {
+		return nil, fmt.Errorf("mpdccp: %w", err)
+	}
+	if c.reo, err = reorder.New(e.reoName, e.cfg.Reorder); err != nil {
+		return nil, fmt.Errorf("mpdccp: %w", err)
+	}
+	for {
+		c.localCI = e.rand32()
+		if _, dup := e.byCI[c.localCI]; !dup && c.localCI != 0 {
+			break
+		}
+	}
+	c.keyType = wire.KeyTypePlain
+	copy(c.localKey[:], e.random(8))
+	c.keyLen = 8
+	c.mpSeq = e.rand48()
+	if e.cfg.InitialMPSeq != 0 {
+		c.mpSeq = e.cfg.InitialMPSeq & wire.MaxSeq
+	}
+	c.sendQ = make([]queued, e.cfg.SendQueue)
+	e.byCI[c.localCI] = c
+	e.conns = append(e.conns, c)
+	return c, nil
+}
+
+func (e *Endpoint) removeConn(c *Conn) {
+	for i, x := range e.conns {
+		if x == c {
+			e.conns = append(e.conns[:i], e.conns[i+1:]...)
+			break
+		}
+	}
+	if e.byCI[c.localCI] == c {
+		delete(e.byCI, c.localCI)
+	}
+	for _, sf := range c.subflows {
+		e.unindex(sf)
+	}
+	c.releaseBuffers()
+}
+
+func (e *Endpoint) index(sf *subflow) {
+	e.byKey[sf.key()] = sf
+	pk := portKey{sf.localPort, sf.remotePort}
+	e.byPorts[pk] = append(e.byPorts[pk], sf)
+}
+
+func (e *Endpoint) unindex(sf *subflow) {
+	if e.byKey[sf.key()] == sf {
+		delete(e.byKey, sf.key())
+	}
+	pk := portKey{sf.localPort, sf.remotePort}
+	l := e.byPorts[pk]
+	for i, x := range l {
+		if x == sf {
+			l = append(l[:i], l[i+1:]...)
+			break
+		}
+	}
+	if len(l) == 0 {
+		delete(e.byPorts, pk)
+	} else {
+		e.byPorts[pk] = l
+	}
+}
+
+// localPortFree picks a random DCCP port not used with remotePort.
+func (e *Endpoint) pickPort(remotePort uint16) uint16 {
+	for {
+		b := e.random(2)
+		p := uint16(b[0])<<8 | uint16(b[1])
+		if p < 1024 {
+			continue
+		}
+		if _, used := e.byPorts[portKey{p, remotePort}]; !used {
+			return p
+		}
+	}
+}
+
+func (e *Endpoint) queueReset(local int, remote netip.AddrPort, src netip.Addr, p *wire.Packet, code wire.ResetCode) {
+	if p.Type == wire.TypeReset {
+		return // never answer a Reset with a Reset (RFC 4340 §8.5)
+	}
+	if len(e.stateless) >= maxStateless {
+		return
+	}
+	r := statelessReply{local: local, remote: remote, src: src, srcPort: p.DstPort, dstPort: p.SrcPort,
+		ack: p.Seq, code: code}
+	if p.Type.HasAck() {
+		r.seq = wire.SeqAdd(p.Ack, 1)
+	}
+	e.stateless = append(e.stateless, r)
+}
+
+// HandleDatagram processes one received UDP payload. local is the socket
+// index it arrived on, from the sender's address, to our address (for the
+// checksum), ecn the IP ECN bits.
+func (e *Endpoint) HandleDatagram(now mono.Time, local int, from netip.AddrPort, to netip.Addr, b []byte, ecn uint8) {
+	e.stats.DatagramsIn++
+	e.stats.BytesIn += uint64(len(b))
+	p := &e.pkt
+	if err := wire.Parse(b, p); err != nil {
+		e.drop(DropMalformed)
+		return
+	}
+	if !wire.VerifyChecksum(b, checksumAddr, checksumAddr) {
+		e.drop(DropChecksum)
+		return
+	}
+	key := sfKey{remote: from, local: p.DstPort, rem: p.SrcPort}
+	sf := e.byKey[key]
+	if sf == nil && p.Type != wire.TypeRequest {
+		sf = e.rebind(now, from, p)
+	}
+	if sf == nil {
+		if p.Type == wire.TypeRequest && e.cfg.Role == Server {
+			e.handleRequest(now, local, from, to, p)
+			return
+		}
+		e.drop(DropNoConn)
+		e.queueReset(local, from, to, p, wire.ResetNoConnection)
+		return
+	}
+	sf.conn.handlePacket(now, sf, p, ecn, len(b))
+}
+
+// rebind finds a subflow for a packet from an unknown address by its DCCP
+// ports and a sequence number valid for that subflow (NAT rebinding), and
+// moves the subflow to the new address.
+func (e *Endpoint) rebind(now mono.Time, from netip.AddrPort, p *wire.Packet) *subflow {
+	for _, sf := range e.byPorts[portKey{p.DstPort, p.SrcPort}] {
+		if sf.state < sfPartOpen || sf.state >= sfClosed || !sf.seqValid(p) {
+			continue
+		}
+		e.unindex(sf)
+		old := sf.remote
+		sf.remote = from
+		e.index(sf)
+		e.emit(Event{Kind: EventPathRebind, Conn: sf.conn, Path: sf.id, Remote: from, Reason: "from " + old.String()})
+		return sf
+	}
+	return nil
+}
+
+// PollTransmit writes the next datagram that may leave now into buf.
+func (e *Endpoint) PollTransmit(now mono.Time, buf []byte) (Transmit, bool) {
+	if len(buf) > e.cfg.MaxPacket {
+		buf = buf[:e.cfg.MaxPacket]
+	}
+	if len(e.stateless) > 0 {
+		r := e.stateless[0]
+		e.stateless = append(e.stateless[:0], e.stateless[1:]...)
+		h := wire.Header{SrcPort: r.srcPort, DstPort: r.dstPort, Type: wire.TypeReset, Seq: r.seq, Ack: r.ack, ResetCode: r.code}
+		if e.bld.Begin(buf, &h) == nil {
+			if n, err := e.bld.Finish(nil); err == nil {
+				wire.SetChecksum(buf[:n], checksumAddr, checksumAddr)
+				e.stats.ResetsSent++
+				return e.sent(Transmit{N: n, Path: -1, Local: r.local, Remote: r.remote}), true
+			}
+		}
+	}
+	n := len(e.conns)
+	for i := 0; i < n; i++ {
+		c := e.conns[(e.txRR+i)%n]
+		if t, ok := c.pollTransmit(now, buf); ok {
+			e.txRR = (e.txRR + i) % n
+			if c.state == Closed {
+				e.finishClosed(c)
+			}
+			return e.sent(t), true
+		}
+	}
+	// Connections that closed without anything more to send.
+	for i := 0; i < len(e.conns); i++ {
+		if c := e.conns[i]; c.state == Closed && !c.hasPendingOutput() {
+			e.finishClosed(c)
+			i--
+		}
+	}
+	return Transmit{}, false
+}
+
+func (e *Endpoint) sent(t Transmit) Transmit {
+	e.stats.DatagramsOut++
+	e.stats.BytesOut += uint64(t.N)
+	return t
+}
+
+func (e *Endpoint) finishClosed(c *Conn) {
+	if c.hasPendingOutput() {
+		return
+	}
+	if c.removed {
+		return
+	}
+	c.removed = true
+	e.removeConn(c)
+}
+
+// PollDeliver copies the next inner packet ready for delivery into buf.
+func (e *Endpoint) PollDeliver(now mono.Time, buf []byte) (int, *Conn, bool) {
+	n := len(e.conns)
+	for i := 0; i < n; i++ {
+		c := e.conns[(e.dlRR+i)%n]
+		if !c.mayDeliver {
+			continue
+		}
+		it, ok := c.reo.Pop(now)
+		if !ok {
+			c.mayDeliver = false
+			continue
+		}
+		e.dlRR = (e.dlRR + i) % n
+		m := copy(buf, it.Buf)
+		c.stats.DeliveredPackets++
+		c.stats.DeliveredBytes += uint64(m)
+		e.pool.put(it.Buf)
+		return m, c, true
+	}
+	return 0, nil, false
+}
+
+// Deadline returns the earliest time HandleTimer (or PollTransmit) has
+// work to do, or mono.Never.
+func (e *Endpoint) Deadline() mono.Time {
+	d := mono.Never
+	if len(e.stateless) > 0 {
+		return 0
+	}
+	for _, c := range e.conns {
+		d = mono.Min(d, c.deadline())
+	}
+	return d
+}
+
+// HandleTimer runs the timers that are due at now.
+func (e *Endpoint) HandleTimer(now mono.Time) {
+	for i := 0; i < len(e.conns); i++ {
+		c := e.conns[i]
+		c.handleTimer(now)
+		if c.state == Closed && !c.hasPendingOutput() {
+			e.finishClosed(c)
+			i--
+		}
+	}
+}
+
+// ---------------------------------------------------------------------------
+// bufPool is a free list of MaxPacket-sized buffers.
+type bufPool struct {
+	size int
+	free [][]byte
+}
+
+func (p *bufPool) get() []byte {
+	if n := len(p.free); n > 0 {
+		b := p.free[n-1]
+		p.free = p.free[:n-1]
+		return b[:p.size]
+	}
+	return make([]byte, p.size)
+}
+
+func (p *bufPool) put(b []byte) {
+	if cap(b) < p.size || len(p.free) >= 8192 {
+		return
+	}
+	p.free = append(p.free, b[:p.size])
+}
+
+func seqAdd(a uint64, d int64) uint64 { return wire.SeqAdd(a, d) }
+func seqDiff(a, b uint64) int64       { return wire.SeqDiff(a, b) }
+func seqLess(a, b uint64) bool        { return wire.SeqLess(a, b) }

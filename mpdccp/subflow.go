@@ -1,0 +1,502 @@
+// SPDX-License-Identifier: MIT
+
+package mpdccp
+
+import (
+	"encoding/binary"
+	"net/netip"
+	"time"
+
+	"github.com/mptun/mptun/ccid"
+	"github.com/mptun/mptun/internal/mono"
+	"github.com/mptun/mptun/mpdccp/wire"
+)
+
+type sfState uint8
+
+const (
+	sfRequest  sfState = iota // client: Request sent
+	sfRespond                 // server: Response sent, waiting for the Ack
+	sfPartOpen                // client: Ack sent, waiting for the server's Ack
+	sfOpen
+	sfClosing // Close sent, waiting for the Reset
+	sfClosed
+)
+
+var sfStateNames = [...]string{"request", "respond", "partopen", "open", "closing", "closed"}
+
+func (s sfState) String() string { return sfStateNames[s] }
+
+const (
+	defaultSeqWindow = 100
+	maxSeqWindow     = 1 << 20
+	requestRTO       = time.Second
+	maxRequestTries  = 8
+	partOpenRTO      = 200 * time.Millisecond
+	closeRTO         = 500 * time.Millisecond
+	maxCloseTries    = 6
+	respondTimeout   = 30 * time.Second
+	ackDelay         = 5 * time.Millisecond
+	syncInterval     = 50 * time.Millisecond
+	rttReportEvery   = time.Second
+	lazyAckSpan      = 64
+)
+
+// featOpt is one pending feature negotiation option (RFC 4340 §6).
+type featOpt struct {
+	opt    uint8 // OptChangeL/R or OptConfirmL/R
+	feat   uint8
+	n      int
+	val    [6]byte
+	active bool
+}
+
+// subflow is one DCCP connection of an MP-DCCP connection.
+type subflow struct {
+	conn       *Conn
+	id         int
+	local      int
+	localAddr  netip.AddrPort
+	remote     netip.AddrPort
+	localPort  uint16 // DCCP ports
+	remotePort uint16
+	state      sfState
+	join       bool
+	prio       uint8
+	weight     int
+	cc         ccid.Controller
+
+	// Sequence numbers (RFC 4340 §7).
+	iss, isr, gss, gsr, gar uint64
+	swLocal, swRemote       uint64 // Sequence Window/local (for our seqs), /remote (the peer's)
+	rx                      rxState
+	acks                    ackHistory
+	gsrAt                   mono.Time
+
+	// Receiver-side ack scheduling.
+	rxAckRatio     int // the peer's Ack Ratio: ack every this many data packets
+	dataSinceAck   int
+	ackNow         bool
+	ackLazy        bool // something unacknowledged, piggyback only
+	ackDeadline    mono.Time
+	ackRatioWanted int
+
+	// Feature negotiation.
+	changes        [5]featOpt // retransmitted until confirmed
+	confirms       [6]featOpt // one-shot answers
+	lastChangeSent mono.Time
+
+	// Handshake.
+	reqDue     mono.Time
+	reqRTO     time.Duration
+	reqTries   int
+	respOut    bool
+	respUntil  mono.Time
+	partDue    mono.Time
+	partRTO    time.Duration
+	nonceLocal uint32
+	noncePeer  uint32
+	peerAddrID uint8
+	addrID     uint8
+
+	// Sync, Close, Reset.
+	syncOut     bool
+	syncAckNo   uint64
+	syncAckOut  bool
+	syncAckAck  uint64
+	lastSync    mono.Time
+	closeOut    bool
+	closeDue    mono.Time
+	closeTries  int
+	closeMP     bool // carry MP_CLOSE
+	resetOut    bool
+	resetCode   wire.ResetCode
+	resetMPFast bool
+
+	// Liveness.
+	lastHeard mono.Time
+	lastSent  mono.Time
+	lastProbe mono.Time
+	failed    bool
+
+	peerRTT   time.Duration
+	rttSentAt mono.Time
+	stats     PathCounters
+}
+
+// PathCounters are a subflow's packet counters.
+type PathCounters struct {
+	PacketsIn, PacketsOut uint64
+	BytesIn, BytesOut     uint64
+	DataIn, DataOut       uint64 // datagrams carrying an inner packet
+	AcksOut               uint64
+	SyncsOut              uint64
+	OutOfWindow           uint64
+	Duplicates            uint64 // DCCP-level duplicate sequence numbers
+}
+
+func (sf *subflow) key() sfKey {
+	return sfKey{remote: sf.remote, local: sf.localPort, rem: sf.remotePort}
+}
+
+func (sf *subflow) nextSeq() uint64 {
+	sf.gss = seqAdd(sf.gss, 1)
+	return sf.gss
+}
+
+// seqValid is the sequence/ack validity test of RFC 4340 §7.5.3.
+func (sf *subflow) seqValid(p *wire.Packet) bool {
+	w := sf.swRemote
+	swl := seqAdd(sf.gsr, 1-int64(w/4))
+	if seqLess(swl, sf.isr) {
+		swl = sf.isr
+	}
+	swh := seqAdd(sf.gsr, int64((3*w+3)/4))
+	if !wire.SeqInWindow(p.Seq, swl, swh) {
+		return false
+	}
+	if p.Type.HasAck() {
+		return sf.ackValid(p.Ack)
+	}
+	return true
+}
+
+func (sf *subflow) ackValid(ack uint64) bool {
+	awl := seqAdd(sf.gss, 1-int64(sf.swLocal))
+	if seqLess(awl, sf.iss) {
+		awl = sf.iss
+	}
+	return wire.SeqInWindow(ack, awl, sf.gss)
+}
+
+func (sf *subflow) usable() bool {
+	return sf.state == sfOpen && !sf.failed && sf.prio > 0
+}
+
+func (sf *subflow) ready(now mono.Time) bool {
+	return sf.cc.CanSend(now) && sf.cc.SendTime(now) <= now
+}
+
+// ---------------------------------------------------------------------------
+// Feature negotiation
+
+func (sf *subflow) setChange(opt, feat uint8, val uint64, n int) {
+	for i := range sf.changes {
+		f := &sf.changes[i]
+		if f.active && f.feat == feat && f.opt == opt {
+			putNN(f.val[:n], val)
+			f.n = n
+			return
+		}
+	}
+	for i := range sf.changes {
+		f := &sf.changes[i]
+		if !f.active {
+			*f = featOpt{opt: opt, feat: feat, n: n, active: true}
+			putNN(f.val[:n], val)
+			return
+		}
+	}
+}
+
+func (sf *subflow) hasChanges() bool {
+	for i := range sf.changes {
+		if sf.changes[i].active {
+			return true
+		}
+	}
+	return false
+}
+
+func (sf *subflow) changePending(opt, feat uint8) bool {
+	for i := range sf.changes {
+		if f := &sf.changes[i]; f.active && f.opt == opt && f.feat == feat {
+			return true
+		}
+	}
+	return false
+}
+
+func (sf *subflow) clearChange(opt, feat uint8) {
+	for i := range sf.changes {
+		if f := &sf.changes[i]; f.active && f.opt == opt && f.feat == feat {
+			f.active = false
+		}
+	}
+}
+
+func (sf *subflow) addConfirm(opt, feat uint8, val []byte) {
+	for i := range sf.confirms {
+		f := &sf.confirms[i]
+		if !f.active || f.feat == feat && f.opt == opt {
+			*f = featOpt{opt: opt, feat: feat, active: true, n: min(len(val), 6)}
+			copy(f.val[:], val)
+			return
+		}
+	}
+}
+
+func putNN(b []byte, v uint64) {
+	for i := len(b) - 1; i >= 0; i-- {
+		b[i] = byte(v)
+		v >>= 8
+	}
+}
+
+// initFeatures queues the Change options a new subflow sends in its
+// Request or Response.
+func (sf *subflow) initFeatures(client bool) {
+	sf.setChange(wire.OptChangeL, wire.FeatCCID, uint64(sf.cc.CCID()), 1)
+	sf.setChange(wire.OptChangeR, wire.FeatSendAckVector, 1, 1)
+	if client {
+		sf.setChange(wire.OptChangeR, wire.FeatMultipath, 0, 1) // MP_CAPABLE, version 0
+	}
+	if r := sf.cc.AckRatio(); r != 2 && r > 0 {
+		sf.setChange(wire.OptChangeL, wire.FeatAckRatio, uint64(r), 2)
+		sf.ackRatioWanted = r
+	} else {
+		sf.ackRatioWanted = 2
+	}
+}
+
+// updateFeatures renegotiates Sequence Window and Ack Ratio as the
+// congestion window moves (RFC 4340 §7.5.2: about 5 windows; RFC 4341 §6).
+func (sf *subflow) updateFeatures() {
+	// The window must cover what we send per round trip, acks included:
+	// GSS-GAR is about one round trip of our packets.
+	st := sf.cc.State()
+	want := uint64(max(defaultSeqWindow, 5*st.Cwnd, 4*int(max(seqDiff(sf.gss, sf.gar), 0))))
+	if want > sf.swLocal && !sf.changePending(wire.OptChangeL, wire.FeatSequenceWindow) {
+		sf.setChange(wire.OptChangeL, wire.FeatSequenceWindow, min(2*want, maxSeqWindow), 6)
+	}
+	if r := sf.cc.AckRatio(); r > 0 && r != sf.ackRatioWanted {
+		sf.ackRatioWanted = r
+		sf.setChange(wire.OptChangeL, wire.FeatAckRatio, uint64(r), 2)
+	}
+}
+
+// handleFeature processes one Change or Confirm option from the peer.
+func (c *Conn) handleFeature(sf *subflow, opt wire.Option) bool {
+	feat, vals, err := wire.ParseFeature(opt.Data)
+	if err != nil {
+		return false
+	}
+	switch opt.Type {
+	case wire.OptChangeL: // the peer changes its own feature
+		switch feat {
+		case wire.FeatCCID:
+			if len(vals) == 0 {
+				return false
+			}
+			sf.addConfirm(wire.OptConfirmR, feat, vals[:1]) // any CCID: we just send Ack Vectors
+		case wire.FeatSequenceWindow:
+			v, err := wire.FeatureNN(vals)
+			if err != nil || v < 32 {
+				return false
+			}
+			sf.swRemote = min(v, maxSeqWindow*4)
+			sf.addConfirm(wire.OptConfirmR, feat, vals)
+		case wire.FeatAckRatio:
+			v, err := wire.FeatureNN(vals)
+			if err != nil || v == 0 {
+				return false
+			}
+			sf.rxAckRatio = int(min(v, 64))
+			sf.addConfirm(wire.OptConfirmR, feat, vals)
+		default:
+			sf.addConfirm(wire.OptConfirmR, feat, nil)
+		}
+	case wire.OptChangeR: // the peer asks us to change ours
+		switch feat {
+		case wire.FeatMultipath:
+			for _, v := range vals {
+				if v>>4 == 0 {
+					sf.addConfirm(wire.OptConfirmL, feat, []byte{0})
+					return true
+				}
+			}
+			sf.addConfirm(wire.OptConfirmL, feat, nil)
+		case wire.FeatSendAckVector:
+			sf.addConfirm(wire.OptConfirmL, feat, []byte{1})
+		case wire.FeatCCID:
+			sf.addConfirm(wire.OptConfirmL, feat, []byte{sf.cc.CCID()})
+		default:
+			sf.addConfirm(wire.OptConfirmL, feat, nil)
+		}
+	case wire.OptConfirmR: // answer to our Change L
+		if feat == wire.FeatSequenceWindow && len(vals) > 0 {
+			if v, err := wire.FeatureNN(vals); err == nil && v >= 32 {
+				sf.swLocal = v
+			}
+		}
+		sf.clearChange(wire.OptChangeL, feat)
+	case wire.OptConfirmL: // answer to our Change R
+		if feat == wire.FeatMultipath {
+			c.mpConfirmed = len(vals) > 0 && vals[0]>>4 == 0
+		}
+		sf.clearChange(wire.OptChangeR, feat)
+	}
+	return true
+}
+
+// ---------------------------------------------------------------------------
+// Packet building
+
+// pktSpec says what build puts into a packet.
+type pktSpec struct {
+	typ      wire.Type
+	payload  []byte
+	mpSeq    uint64
+	hasMPSeq bool
+	ackNo    uint64 // for Sync/SyncAck: the Acknowledgement Number
+	hasAckNo bool
+	inFlight bool
+}
+
+// build writes one packet of sf into buf and does the sender bookkeeping.
+func (c *Conn) build(now mono.Time, sf *subflow, buf []byte, ps *pktSpec) (Transmit, bool) {
+	e := c.ep
+	b := &e.bld
+	h := wire.Header{SrcPort: sf.localPort, DstPort: sf.remotePort, Type: ps.typ, Seq: sf.nextSeq()}
+	if ps.typ.HasAck() {
+		h.Ack = sf.gsr
+		if ps.hasAckNo {
+			h.Ack = ps.ackNo
+		}
+	}
+	switch ps.typ {
+	case wire.TypeRequest, wire.TypeResponse:
+		h.ServiceCode = e.cfg.ServiceCode
+	case wire.TypeReset:
+		h.ResetCode = sf.resetCode
+	}
+	if err := b.Begin(buf, &h); err != nil {
+		sf.gss = seqAdd(sf.gss, -1)
+		return Transmit{}, false
+	}
+	room := func(n int) bool { return b.Len()+n+3+len(ps.payload) <= len(buf) }
+	isData := ps.typ == wire.TypeData || ps.typ == wire.TypeDataAck
+	if ps.hasMPSeq {
+		// MP_SEQ first: it is mandatory on data, everything else is optional.
+		if b.MP(&wire.MPOption{Type: wire.MPSeq, Seq: ps.mpSeq}) != nil {
+			sf.gss = seqAdd(sf.gss, -1)
+			return Transmit{}, false
+		}
+	}
+
+	// Feature negotiation (never on Data, RFC 4340 §6).
+	if ps.typ != wire.TypeData && ps.typ != wire.TypeReset {
+		for i := range sf.confirms {
+			f := &sf.confirms[i]
+			if f.active && room(3+f.n) {
+				if b.Feature(f.opt, f.feat, f.val[:f.n]...) == nil {
+					f.active = false
+				}
+			}
+		}
+		for i := range sf.changes {
+			f := &sf.changes[i]
+			if f.active && room(3+f.n) {
+				_ = b.Feature(f.opt, f.feat, f.val[:f.n]...)
+				sf.lastChangeSent = now
+			}
+		}
+	}
+	// Handshake options.
+	switch {
+	case ps.typ == wire.TypeRequest && !sf.join:
+		c.putKey(b)
+	case ps.typ == wire.TypeRequest && sf.join:
+		_ = b.MP(&wire.MPOption{Type: wire.MPJoin, AddrID: sf.addrID, Token: c.peerCI, Nonce: sf.nonceLocal})
+	case ps.typ == wire.TypeResponse && !sf.join:
+		c.putKey(b)
+	case ps.typ == wire.TypeResponse && sf.join:
+		_ = b.MP(&wire.MPOption{Type: wire.MPJoin, AddrID: sf.addrID, Token: c.peerCI, Nonce: sf.nonceLocal})
+		c.putJoinHMAC(b, sf)
+	case sf.state == sfPartOpen && sf.join && ps.typ != wire.TypeReset:
+		c.putJoinHMAC(b, sf)
+	}
+	// Acknowledgement state.
+	carriesAck := ps.typ == wire.TypeAck || ps.typ == wire.TypeDataAck
+	if carriesAck && sf.state >= sfPartOpen || ps.typ == wire.TypeAck && sf.state == sfRespond {
+		// A long vector is truncated to the room left (it need not cover
+		// the whole window, RFC 4340 §11.4).
+		maxc := min(maxAckCells, len(buf)-b.Len()-len(ps.payload)-3-2)
+		e.cells = sf.rx.cells(e.cells[:0], max(maxc, 1))
+		if maxc > 0 && b.AckVector(0, e.cells) == nil {
+			sf.acks.add(h.Seq, h.Ack)
+			sf.dataSinceAck, sf.ackNow, sf.ackLazy = 0, false, false
+			sf.ackDeadline = mono.Never
+			if el := now.Sub(sf.gsrAt); el >= 100*time.Microsecond && room(6) {
+				_ = b.ElapsedTime(uint32(min(el/(10*time.Microsecond), 0xffffffff)))
+			}
+		}
+	}
+	// Connection-level control options ride on open subflows.
+	if sf.state == sfOpen && ps.typ != wire.TypeReset && ps.typ != wire.TypeData {
+		c.putControl(now, sf, b, room, ps.hasMPSeq)
+	}
+	switch {
+	case ps.typ == wire.TypeClose && sf.closeMP:
+		_ = b.MP(&wire.MPOption{Type: wire.MPClose, KeyData: c.peerKey[:c.keyLen]})
+	case ps.typ == wire.TypeReset && sf.resetMPFast:
+		_ = b.MP(&wire.MPOption{Type: wire.MPFastClose, KeyData: c.peerKey[:c.keyLen]})
+	}
+	n, err := b.Finish(ps.payload)
+	if err != nil {
+		sf.gss = seqAdd(sf.gss, -1)
+		return Transmit{}, false
+	}
+	wire.SetChecksum(buf[:n], checksumAddr, checksumAddr)
+	sf.cc.OnPacketSent(now, h.Seq, n, ps.inFlight)
+	sf.lastSent = now
+	sf.stats.PacketsOut++
+	sf.stats.BytesOut += uint64(n)
+	if isData {
+		sf.stats.DataOut++
+	}
+	if ps.typ == wire.TypeAck {
+		sf.stats.AcksOut++
+	}
+	t := Transmit{N: n, Path: sf.id, Local: sf.local, Remote: sf.remote}
+	if isData && c.ep.cfg.ECN {
+		t.ECN = 2 // ECT(0)
+	}
+	return t, true
+}
+
+func (c *Conn) putKey(b *wire.Builder) {
+	var keys [1 + 64]byte
+	keys[0] = c.keyType
+	n := copy(keys[1:], c.localKey[:c.keyLen])
+	_ = b.MP(&wire.MPOption{Type: wire.MPKey, Token: c.localCI, Keys: keys[:1+n]})
+}
+
+// joinHMAC computes the MP_HMAC of a join: HMAC-SHA256 over the nonces
+// keyed with the sender's derived key (own key || peer key), RFC 9897.
+func (c *Conn) joinHMAC(dst *[20]byte, local bool, sf *subflow) {
+	var dkey [2 * 64]byte
+	var msg [8]byte
+	if local {
+		n := copy(dkey[:], c.localKey[:c.keyLen])
+		n += copy(dkey[n:], c.peerKey[:c.keyLen])
+		binary.BigEndian.PutUint32(msg[0:], sf.nonceLocal)
+		binary.BigEndian.PutUint32(msg[4:], sf.noncePeer)
+		wire.HMAC(dst, dkey[:n], msg[:])
+		return
+	}
+	n := copy(dkey[:], c.peerKey[:c.keyLen])
+	n += copy(dkey[n:], c.localKey[:c.keyLen])
+	binary.BigEndian.PutUint32(msg[0:], sf.noncePeer)
+	binary.BigEndian.PutUint32(msg[4:], sf.nonceLocal)
+	wire.HMAC(dst, dkey[:n], msg[:])
+}
+
+func (c *Conn) putJoinHMAC(b *wire.Builder, sf *subflow) {
+	var mac [20]byte
+	c.joinHMAC(&mac, true, sf)
+	if c.ep.testBadJoinHMAC {
+		mac[0] ^= 1
+	}
+	_ = b.MP(&wire.MPOption{Type: wire.MPHMAC, HMAC: mac[:]})
+}

@@ -1,0 +1,171 @@
+// SPDX-License-Identifier: MIT
+
+package wire
+
+import (
+	"encoding/binary"
+	"fmt"
+)
+
+// Header is the generic header plus the type-specific subheader fields
+// (RFC 4340 §5.1-§5.6). Only fields that the Type carries are encoded.
+type Header struct {
+	SrcPort, DstPort uint16
+	CCVal            uint8 // 4 bits, for the sender's CCID
+	CsCov            uint8 // 4 bits, checksum coverage (§9.2)
+	Type             Type
+	Seq              uint64 // 48-bit Sequence Number
+	// Ack is the 48-bit Acknowledgement Number, meaningful when Type.HasAck().
+	Ack uint64
+	// ServiceCode is carried by Request and Response (§5.2, §5.3).
+	ServiceCode uint32
+	// ResetCode and ResetData are carried by Reset (§5.6).
+	ResetCode ResetCode
+	ResetData [3]byte
+}
+
+// headerLens is generic header + subheader length per type with X=1.
+var headerLens = [...]uint8{
+	TypeRequest:  GenericHeaderLen + 4,
+	TypeResponse: GenericHeaderLen + ackSubheaderLen + 4,
+	TypeData:     GenericHeaderLen,
+	TypeAck:      GenericHeaderLen + ackSubheaderLen,
+	TypeDataAck:  GenericHeaderLen + ackSubheaderLen,
+	TypeCloseReq: GenericHeaderLen + ackSubheaderLen,
+	TypeClose:    GenericHeaderLen + ackSubheaderLen,
+	TypeReset:    GenericHeaderLen + ackSubheaderLen + 4,
+	TypeSync:     GenericHeaderLen + ackSubheaderLen,
+	TypeSyncAck:  GenericHeaderLen + ackSubheaderLen,
+}
+
+// HeaderLen returns the length of generic header + subheader for t, or 0
+// for a reserved type.
+func HeaderLen(t Type) int {
+	if !t.Valid() {
+		return 0
+	}
+	return int(headerLens[t])
+}
+
+// Len is the length of generic header + subheader for h.Type (no options).
+func (h *Header) Len() int { return HeaderLen(h.Type) }
+
+// Packet is a parsed DCCP packet; Options and Payload alias the input buffer.
+type Packet struct {
+	Header
+	Options []byte // the raw options area (may include padding)
+	Payload []byte
+}
+
+// Parse decodes b (one DCCP packet: the UDP payload in DCCP-UDP) into p.
+//
+// It checks the X bit, the type, the Data Offset and the lengths as in
+// RFC 4340 §8.5 step 1 and §5.1; it does not verify the checksum (see
+// VerifyChecksum) nor the options (see OptionIter).
+//
+// Packets with X=0 (24-bit sequence numbers) are rejected with
+// ErrShortSeqnos: they are only legal after both ends agreed on Allow Short
+// Sequence Numbers (feature 2), which mptun never does, and RFC 4340 §7.6.1
+// says such packets are then to be ignored.
+func Parse(b []byte, p *Packet) error {
+	if len(b) < 12 {
+		return fmt.Errorf("%w: %d bytes, generic header needs at least 12", ErrTruncated, len(b))
+	}
+	if b[8]&1 == 0 {
+		return ErrShortSeqnos
+	}
+	if len(b) < GenericHeaderLen {
+		return fmt.Errorf("%w: %d bytes, X=1 generic header needs 16", ErrTruncated, len(b))
+	}
+	t := Type(b[8]>>1) & 0xf
+	if !t.Valid() {
+		return fmt.Errorf("%w %d", ErrReservedType, t)
+	}
+	hl := int(headerLens[t])
+	off := int(b[4]) * 4
+	if off < hl {
+		return fmt.Errorf("%w: %d bytes, %s header needs %d", ErrBadDataOffset, off, t, hl)
+	}
+	if off > len(b) {
+		return fmt.Errorf("%w: %d bytes beyond packet of %d", ErrBadDataOffset, off, len(b))
+	}
+	h := &p.Header
+	h.SrcPort = binary.BigEndian.Uint16(b[0:])
+	h.DstPort = binary.BigEndian.Uint16(b[2:])
+	h.CCVal = b[5] >> 4
+	h.CsCov = b[5] & 0xf
+	h.Type = t
+	h.Seq = get48(b[10:])
+	h.Ack = 0
+	h.ServiceCode = 0
+	h.ResetCode = 0
+	h.ResetData = [3]byte{}
+	switch t {
+	case TypeRequest:
+		h.ServiceCode = binary.BigEndian.Uint32(b[16:])
+	case TypeData:
+	default:
+		h.Ack = get48(b[18:])
+		switch t {
+		case TypeResponse:
+			h.ServiceCode = binary.BigEndian.Uint32(b[24:])
+		case TypeReset:
+			h.ResetCode = ResetCode(b[24])
+			h.ResetData = [3]byte{b[25], b[26], b[27]}
+		}
+	}
+	p.Options = b[hl:off:off]
+	p.Payload = b[off:]
+	return nil
+}
+
+// PeekType returns the type of the X=1 packet in b without a full parse.
+func PeekType(b []byte) (Type, bool) {
+	if len(b) < GenericHeaderLen || b[8]&1 == 0 {
+		return 0, false
+	}
+	t := Type(b[8]>>1) & 0xf
+	return t, t.Valid()
+}
+
+func get48(b []byte) uint64 {
+	_ = b[5]
+	return uint64(b[0])<<40 | uint64(b[1])<<32 | uint64(b[2])<<24 |
+		uint64(b[3])<<16 | uint64(b[4])<<8 | uint64(b[5])
+}
+
+func put48(b []byte, v uint64) {
+	_ = b[5]
+	b[0] = byte(v >> 40)
+	b[1] = byte(v >> 32)
+	b[2] = byte(v >> 24)
+	b[3] = byte(v >> 16)
+	b[4] = byte(v >> 8)
+	b[5] = byte(v)
+}
+
+// putHeader writes h (generic header + subheader, Data Offset and checksum
+// zero) into b, which has at least h.Len() bytes.
+func putHeader(b []byte, h *Header) {
+	hl := int(headerLens[h.Type])
+	clear(b[:hl])
+	binary.BigEndian.PutUint16(b[0:], h.SrcPort)
+	binary.BigEndian.PutUint16(b[2:], h.DstPort)
+	b[5] = h.CCVal<<4 | h.CsCov&0xf
+	b[8] = byte(h.Type)<<1 | 1
+	put48(b[10:], h.Seq)
+	switch h.Type {
+	case TypeRequest:
+		binary.BigEndian.PutUint32(b[16:], h.ServiceCode)
+	case TypeData:
+	default:
+		put48(b[18:], h.Ack)
+		switch h.Type {
+		case TypeResponse:
+			binary.BigEndian.PutUint32(b[24:], h.ServiceCode)
+		case TypeReset:
+			b[24] = byte(h.ResetCode)
+			b[25], b[26], b[27] = h.ResetData[0], h.ResetData[1], h.ResetData[2]
+		}
+	}
+}

@@ -1,0 +1,329 @@
+// SPDX-License-Identifier: MIT
+
+package reorder
+
+import (
+	"testing"
+	"time"
+
+	"github.com/mptun/mptun/internal/mono"
+)
+
+const ms = mono.Time(time.Millisecond)
+
+type harness struct {
+	t   *testing.T
+	r   Reorderer
+	now mono.Time
+	out []uint64
+	ps  map[int]uint64
+}
+
+func newHarness(t *testing.T, name string, cfg Config) *harness {
+	t.Helper()
+	r, err := New(name, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &harness{t: t, r: r, ps: map[int]uint64{}}
+}
+
+func (h *harness) drain() {
+	for {
+		it, ok := h.r.Pop(h.now)
+		if !ok {
+			return
+		}
+		h.out = append(h.out, it.Seq)
+	}
+}
+
+// push delivers seq on path at the current time with the path's next DCCP seq.
+func (h *harness) push(path int, seq uint64) bool {
+	h.ps[path]++
+	ok := h.r.Push(h.now, Item{Seq: seq, Path: path, PathSeq: h.ps[path], Arrival: h.now})
+	h.drain()
+	return ok
+}
+
+// advance moves time to t, firing deadlines on the way.
+func (h *harness) advance(t mono.Time) {
+	for {
+		d := h.r.Deadline()
+		if d > t {
+			break
+		}
+		h.now = max(h.now, d)
+		h.r.OnTimer(h.now)
+		h.drain()
+	}
+	h.now = t
+}
+
+func (h *harness) want(seqs ...uint64) {
+	h.t.Helper()
+	if len(h.out) != len(seqs) {
+		h.t.Fatalf("delivered %v, want %v", h.out, seqs)
+	}
+	for i := range seqs {
+		if h.out[i] != seqs[i] {
+			h.t.Fatalf("delivered %v, want %v", h.out, seqs)
+		}
+	}
+}
+
+func TestRegistry(t *testing.T) {
+	for _, n := range []string{"passive", "fixed", "adaptive", "equalize"} {
+		r, err := New(n, Config{})
+		if err != nil || r.Name() != n {
+			t.Errorf("New(%q) = %v, %v", n, r, err)
+		}
+	}
+	if _, err := New("nope", Config{}); err == nil {
+		t.Error("unknown name accepted")
+	}
+}
+
+func TestPassiveDeliversAtOnceAndDropsDuplicates(t *testing.T) {
+	h := newHarness(t, "passive", Config{})
+	h.push(0, 10)
+	h.push(0, 12)
+	h.push(1, 11)
+	if h.push(1, 12) {
+		t.Error("duplicate accepted")
+	}
+	h.want(10, 12, 11)
+	s := h.r.Stats()
+	if s.OutOfOrder != 1 || s.Duplicates != 1 || s.Delivered != 3 || s.Held != 0 {
+		t.Errorf("stats %+v", s)
+	}
+}
+
+func TestFixedHoldsUntilMaxHoldWithoutArrivals(t *testing.T) {
+	h := newHarness(t, "fixed", Config{MaxHold: 30 * time.Millisecond})
+	h.r.SetPaths([]PathInfo{{ID: 0, Active: true}, {ID: 1, Active: true}})
+	h.push(0, 1)
+	h.push(0, 3) // 2 missing; path 1 has not passed it
+	h.want(1)
+	if d := h.r.Deadline(); d != 30*ms {
+		t.Fatalf("deadline %v, want 30ms", d)
+	}
+	h.advance(29 * ms)
+	h.want(1)
+	h.advance(31 * ms) // the timer fires with no packet arriving
+	h.want(1, 3)
+	s := h.r.Stats()
+	if s.GapsSkipped != 1 || s.Held != 1 || s.HoldHist[8] != 1 { // [20ms,50ms)
+		t.Errorf("stats %+v", s)
+	}
+	// 2 arrives late: delivered out of order, counted.
+	h.push(1, 2)
+	h.want(1, 3, 2)
+	if s := h.r.Stats(); s.GapsLateArrive != 1 || s.OutOfOrder != 1 {
+		t.Errorf("stats %+v", s)
+	}
+	if h.push(1, 2) {
+		t.Error("second copy of a late packet accepted")
+	}
+}
+
+func TestDropLate(t *testing.T) {
+	h := newHarness(t, "fixed", Config{MaxHold: 10 * time.Millisecond, DropLate: true})
+	h.r.SetPaths([]PathInfo{{ID: 0, Active: true}, {ID: 1, Active: true}})
+	h.push(0, 1)
+	h.push(0, 3)
+	h.advance(20 * ms)
+	if h.push(1, 2) {
+		t.Error("late packet accepted with DropLate")
+	}
+	h.want(1, 3)
+	if s := h.r.Stats(); s.LateDropped != 1 || s.OutOfOrder != 0 {
+		t.Errorf("stats %+v", s)
+	}
+}
+
+func TestGapFilledInTime(t *testing.T) {
+	h := newHarness(t, "fixed", Config{MaxHold: 50 * time.Millisecond})
+	h.push(0, 5)
+	h.push(0, 7)
+	h.push(0, 8)
+	h.now = 10 * ms
+	h.push(1, 6)
+	h.want(5, 6, 7, 8)
+	if s := h.r.Stats(); s.GapsSkipped != 0 || s.Held != 2 || s.InOrder != 2 {
+		t.Errorf("stats %+v", s)
+	}
+	if d := h.r.Deadline(); d != mono.Never {
+		t.Errorf("deadline %v with nothing held", d)
+	}
+}
+
+func TestEarlyLossWhenEveryPathPassed(t *testing.T) {
+	h := newHarness(t, "fixed", Config{MaxHold: time.Second})
+	h.r.SetPaths([]PathInfo{{ID: 0, Active: true}, {ID: 1, Active: true}})
+	h.push(0, 1)
+	h.push(1, 2)
+	h.push(0, 4) // 3 missing, path 1 may still bring it
+	h.want(1, 2)
+	h.now = ms
+	h.push(1, 5) // path 1 passed 3 too: it is lost
+	h.want(1, 2, 4, 5)
+	if s := h.r.Stats(); s.GapsSkipped != 1 {
+		t.Errorf("stats %+v", s)
+	}
+}
+
+func TestEarlyLossFromPathSeq(t *testing.T) {
+	h := newHarness(t, "fixed", Config{MaxHold: time.Second})
+	h.r.SetPaths([]PathInfo{{ID: 0, Active: true}, {ID: 1, Active: true}})
+	h.push(1, 1)
+	h.push(0, 2)
+	h.ps[0]++    // path 0 lost its next packet (DCCP seq hole)...
+	h.push(0, 4) // ...and MP_SEQ 3 is the only one missing in between
+	h.want(1, 2, 4)
+	// With two missing and a hole of one, nothing can be concluded.
+	h.push(1, 5)
+	h.ps[1]++
+	h.push(1, 8)
+	h.want(1, 2, 4, 5)
+}
+
+func TestAdaptiveHoldFromRTTs(t *testing.T) {
+	h := newHarness(t, "adaptive", Config{MaxHold: 200 * time.Millisecond, Margin: 2 * time.Millisecond})
+	h.r.SetPaths([]PathInfo{
+		{ID: 0, Active: true, SRTT: 20 * time.Millisecond},
+		{ID: 1, Active: true, SRTT: 100 * time.Millisecond},
+	})
+	h.push(0, 1)
+	h.push(0, 3)
+	if d := h.r.Deadline(); d != 42*ms { // (100-20)/2 + 2
+		t.Fatalf("deadline %v, want 42ms", d)
+	}
+	h.r.SetPaths([]PathInfo{
+		{ID: 0, Active: true, SRTT: 20 * time.Millisecond},
+		{ID: 1, Active: true, SRTT: 2 * time.Second},
+	})
+	h.push(0, 5)
+	h.advance(500 * ms)
+	h.want(1, 3, 5)
+	if s := h.r.Stats(); s.HoldHist[11] != 1 || s.HoldHist[12] != 0 {
+		// 5 must have been held MaxHold (200ms), in [200ms,500ms).
+		t.Errorf("hold histogram %v", s.HoldHist)
+	}
+}
+
+func TestAdaptiveLearnsFromArrivals(t *testing.T) {
+	// No RTT information: the hold comes from how late gaps were filled.
+	h := newHarness(t, "adaptive", Config{MaxHold: 200 * time.Millisecond, Margin: time.Millisecond})
+	h.push(0, 1)
+	h.push(0, 3)
+	h.now = 30 * ms
+	h.push(1, 2) // filled 30ms after the gap opened
+	h.want(1, 2, 3)
+	h.now = 40 * ms
+	h.push(0, 5)
+	if d := h.r.Deadline(); d != 71*ms {
+		t.Fatalf("deadline %v, want 71ms (30ms lateness + 1ms margin)", d)
+	}
+}
+
+func TestEqualizeDelaysFastPath(t *testing.T) {
+	h := newHarness(t, "equalize", Config{MaxHold: 200 * time.Millisecond, Margin: time.Millisecond})
+	h.r.SetPaths([]PathInfo{
+		{ID: 0, Active: true, SRTT: 20 * time.Millisecond},
+		{ID: 1, Active: true, SRTT: 60 * time.Millisecond},
+	})
+	h.push(0, 1) // fast path: held 20ms although in order
+	h.want()
+	h.push(1, 2)
+	h.want()
+	h.advance(19 * ms)
+	h.want()
+	h.advance(21 * ms)
+	h.want(1, 2)
+}
+
+func TestBufferLimitSkipsOldestGap(t *testing.T) {
+	h := newHarness(t, "fixed", Config{MaxHold: time.Hour, BufferLimit: 8})
+	h.r.SetPaths([]PathInfo{{ID: 0, Active: true}, {ID: 1, Active: true}})
+	h.push(0, 0)
+	for s := uint64(2); s < 12; s++ {
+		h.push(0, s)
+	}
+	if len(h.out) < 2 || h.out[1] != 2 {
+		t.Fatalf("delivered %v", h.out)
+	}
+	if s := h.r.Stats(); s.Overflow != 1 || s.Buffered > 8 {
+		t.Errorf("stats %+v", s)
+	}
+}
+
+func TestFarAheadJump(t *testing.T) {
+	h := newHarness(t, "fixed", Config{MaxHold: time.Hour, BufferLimit: 8})
+	h.r.SetPaths([]PathInfo{{ID: 0, Active: true}, {ID: 1, Active: true}})
+	h.push(0, 0)
+	h.push(0, 2)
+	h.push(0, 1<<40)
+	h.want(0, 2)
+	h.push(1, 1<<40+1) // every path is beyond the gaps now
+	h.want(0, 2, 1<<40, 1<<40+1)
+	if s := h.r.Stats(); s.Buffered != 0 || s.GapsSkipped < 1<<39 {
+		t.Errorf("stats %+v", s)
+	}
+}
+
+func TestWraparound(t *testing.T) {
+	h := newHarness(t, "fixed", Config{MaxHold: 50 * time.Millisecond})
+	top := uint64(seqMask)
+	h.push(0, top-1)
+	h.push(0, 0) // top is missing
+	h.push(1, top)
+	h.push(1, 1)
+	h.want(top-1, top, 0, 1)
+	if s := h.r.Stats(); s.GapsSkipped != 0 || s.OutOfOrder != 0 {
+		t.Errorf("stats %+v", s)
+	}
+}
+
+func TestIdleFlush(t *testing.T) {
+	h := newHarness(t, "fixed", Config{MaxHold: time.Hour, IdleFlush: 100 * time.Millisecond})
+	h.r.SetPaths([]PathInfo{{ID: 0, Active: true}, {ID: 1, Active: true}})
+	h.push(0, 1)
+	h.push(0, 3)
+	h.push(0, 5)
+	h.advance(99 * ms)
+	h.want(1)
+	h.advance(100 * ms)
+	h.want(1, 3, 5)
+}
+
+func TestSteadyStateDoesNotAllocate(t *testing.T) {
+	r, _ := New("adaptive", Config{})
+	r.SetPaths([]PathInfo{{ID: 0, Active: true, SRTT: 10 * time.Millisecond}, {ID: 1, Active: true, SRTT: 30 * time.Millisecond}})
+	buf := make([]byte, 64)
+	var seq, ps0, ps1 uint64
+	now := mono.Time(0)
+	step := func() {
+		// Two packets per path, the slow one arriving with lower seqs.
+		now += mono.Time(100 * time.Microsecond)
+		ps0++
+		r.Push(now, Item{Seq: seq + 1, Path: 0, PathSeq: ps0, Arrival: now, Buf: buf})
+		ps1++
+		r.Push(now, Item{Seq: seq, Path: 1, PathSeq: ps1, Arrival: now, Buf: buf})
+		seq += 2
+		for {
+			if _, ok := r.Pop(now); !ok {
+				break
+			}
+		}
+		if r.Deadline() <= now {
+			r.OnTimer(now)
+		}
+	}
+	for i := 0; i < 5000; i++ {
+		step()
+	}
+	if a := testing.AllocsPerRun(1000, step); a != 0 {
+		t.Errorf("%v allocations per packet pair", a)
+	}
+}
