@@ -1,0 +1,168 @@
+// SPDX-License-Identifier: MIT
+
+// Package e2e runs mptund for real: two network namespaces joined by veth
+// paths shaped with tbf, the daemons started from the shipped example
+// configs, and traffic from ping and iperf3. Needs root; CI runs it.
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mptun/mptun/control"
+	"github.com/mptun/mptun/daemon"
+)
+
+// e2eSeconds is the length of the throughput runs (issue: 20 s).
+func e2eSeconds() int {
+	if s, err := strconv.Atoi(os.Getenv("MPTUN_E2E_SECONDS")); err == nil && s > 0 {
+		return s
+	}
+	return 20
+}
+
+// startTunnel brings up both daemons from configs/cpe.toml and
+// configs/concentrator.toml over the topology's paths.
+func startTunnel(t *testing.T, ctx context.Context, tp *topology, paths [][2]string) (cpe, srv *daemonProc) {
+	t.Helper()
+	id := fmt.Sprintf("%d", time.Now().UnixNano()%1_000_000)
+	srvSock := filepath.Join(t.TempDir(), "srv.sock")
+	cpeSock := filepath.Join(t.TempDir(), "cpe.sock")
+	srvCfg := shippedConfig(t, "concentrator", map[string]string{
+		`socket = "/run/mptun/%i.sock"`: fmt.Sprintf("socket = %q", srvSock),
+		`name = "mptun0"`:               `name = "mpts` + id + `"`,
+	})
+	cpeCfg := shippedConfig(t, "cpe", map[string]string{
+		`local = "192.0.2.2"`:             fmt.Sprintf("local = %q", paths[0][0]),
+		`local = "100.64.0.2"`:            fmt.Sprintf("local = %q", paths[1][0]),
+		`device = "eth0"`:                 `device = "p0"`,
+		`device = "wwan0"`:                `device = "p1"`,
+		`remote = "198.51.100.1:6511"` + "\n# MP_PRIO": fmt.Sprintf("remote = %q\n# MP_PRIO", paths[0][1]+":6511"),
+		`socket = "/run/mptun/%i.sock"`:   fmt.Sprintf("socket = %q", cpeSock),
+		`name = "mptun0"`:                 `name = "mptc` + id + `"`,
+	})
+	// The second path's remote is the other line naming the concentrator.
+	cpeCfg = strings.Replace(cpeCfg, `remote = "198.51.100.1:6511"`, fmt.Sprintf("remote = %q", paths[1][1]+":6511"), 1)
+	srv = startDaemon(t, ctx, tp.srv, srvCfg, "concentrator")
+	srv.socket = srvSock
+	time.Sleep(200 * time.Millisecond)
+	cpe = startDaemon(t, ctx, tp.cpe, cpeCfg, "cpe")
+	cpe.socket = cpeSock
+	waitOpen(t, cpeSock, len(paths), 10*time.Second)
+	return cpe, srv
+}
+
+func TestTunnelEndToEnd(t *testing.T) {
+	requireRoot(t)
+	requireTools(t, "iperf3", "tshark", "mptcpize", "ethtool", "ping", "tc")
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	tp := newTopology(t, ctx)
+	a0, b0 := tp.addPath(t, ctx, 0, 50)
+	a1, b1 := tp.addPath(t, ctx, 1, 30)
+	cpe, srv := startTunnel(t, ctx, tp, [][2]string{{a0, b0}, {a1, b1}})
+	const capacity = 80.0
+
+	t.Run("ping", func(t *testing.T) {
+		for _, c := range []struct {
+			ns   string
+			addr string
+		}{{"cpe", "10.99.0.1"}, {"cpe", "fd99::1"}, {"srv", "10.99.0.2"}, {"srv", "fd99::2"}} {
+			ns := tp.cpe
+			if c.ns == "srv" {
+				ns = tp.srv
+			}
+			if out, err := ns.Output(ctx, "ping", "-c", "3", "-i", "0.2", "-W", "2", c.addr); err != nil {
+				t.Errorf("ping %s from %s: %v\n%s", c.addr, c.ns, err, out)
+			}
+		}
+	})
+
+	t.Run("tcp-both-ways", func(t *testing.T) {
+		for _, c := range []struct{ from, addr string }{
+			{"cpe", "10.99.0.1"}, {"cpe", "fd99::1"}, {"srv", "10.99.0.2"}, {"srv", "fd99::2"},
+		} {
+			cli, srvNS := tp.cpe, tp.srv
+			if c.from == "srv" {
+				cli, srvNS = tp.srv, tp.cpe
+			}
+			mbps, _ := iperf(t, ctx, srvNS, cli, c.addr, 2, nil)
+			if mbps < 10 {
+				t.Errorf("TCP %s -> %s: %.1f Mbit/s", c.from, c.addr, mbps)
+			}
+		}
+	})
+
+	var mptunMbps, mptcpMbps float64
+	var mptunRetr, mptcpRetr int
+	t.Run("goodput-vs-mptcp", func(t *testing.T) {
+		secs := e2eSeconds()
+		// Capture a window of the run for the wire-format check below.
+		pcap := filepath.Join(t.TempDir(), "run.pcap")
+		if err := control.Call(cpe.socket, "capture", daemon.CaptureRequest{File: pcap, Seconds: 2}, nil); err != nil {
+			t.Fatalf("capture: %v", err)
+		}
+		mptunMbps, mptunRetr = iperf(t, ctx, tp.srv, tp.cpe, "10.99.0.1", secs, nil)
+
+		// Kernel MPTCP over the same two paths, right after.
+		must(t, tp.srv.IP(ctx, "mptcp", "limits", "set", "subflows", "4", "add_addr_accepted", "4"))
+		must(t, tp.cpe.IP(ctx, "mptcp", "limits", "set", "subflows", "4", "add_addr_accepted", "4"))
+		must(t, tp.cpe.IP(ctx, "mptcp", "endpoint", "add", a1, "dev", "p1", "subflow"))
+		mptcpMbps, mptcpRetr = iperf(t, ctx, tp.srv, tp.cpe, b0, secs, []string{"mptcpize", "run"})
+		t.Logf("paths 50+30 Mbit/s, %d s cubic: mptun %.1f Mbit/s (%.1f%% of sum, %d retr), kernel MPTCP %.1f Mbit/s (%.1f%%, %d retr), ratio %.3f",
+			secs, mptunMbps, 100*mptunMbps/capacity, mptunRetr, mptcpMbps, 100*mptcpMbps/capacity, mptcpRetr, mptunMbps/mptcpMbps)
+		if mptunMbps < 0.85*capacity {
+			t.Errorf("mptun goodput %.1f Mbit/s < 85%% of %v", mptunMbps, capacity)
+		}
+		if mptunMbps < 0.95*mptcpMbps {
+			t.Errorf("mptun goodput %.1f Mbit/s < 0.95 x kernel MPTCP %.1f", mptunMbps, mptcpMbps)
+		}
+
+		// The captured packets must all be well-formed DCCP.
+		checkPcapWithTshark(t, pcap)
+	})
+
+	st := status(t, srv.socket)
+	if len(st.Conns) != 1 || len(st.Conns[0].Paths) != 2 {
+		t.Errorf("concentrator status: %+v", st.Conns)
+	}
+	// A clean SIGTERM: MP_CLOSE on every subflow and exit 0.
+	if err := cpe.stop(); err != nil {
+		t.Errorf("cpe did not exit cleanly: %v", err)
+	}
+}
+
+// checkPcapWithTshark asserts every packet in the capture is DCCP with a
+// good checksum and no malformed-packet expert info.
+func checkPcapWithTshark(t *testing.T, file string) {
+	t.Helper()
+	out, err := exec.Command("tshark", "-r", file, "-o", "dccp.check_checksum:TRUE", "-T", "fields",
+		"-e", "frame.protocols", "-e", "dccp.checksum.status", "-e", "_ws.malformed", "-e", "_ws.expert.severity").Output()
+	if err != nil {
+		t.Fatalf("tshark: %v\n%s", err, out)
+	}
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	if len(lines) < 10 {
+		t.Fatalf("capture has only %d packets", len(lines))
+	}
+	for i, l := range lines {
+		f := strings.Split(l, "\t")
+		if len(f) < 2 || !strings.Contains(f[0], "dccp") {
+			t.Fatalf("packet %d not DCCP: %q", i+1, l)
+		}
+		if f[1] != "1" {
+			t.Fatalf("packet %d checksum status %q: %q", i+1, f[1], l)
+		}
+		if len(f) > 2 && strings.TrimSpace(f[2]) != "" {
+			t.Fatalf("packet %d malformed: %q", i+1, l)
+		}
+	}
+	t.Logf("tshark: %d packets, all DCCP with good checksums", len(lines))
+}
