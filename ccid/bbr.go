@@ -18,6 +18,8 @@ func init() {
 // RFC 4340's experimental CCIDs (248–255).
 const CCIDBBR = 248
 
+var bbrMaxBwCycles = 2
+
 // BBR constants (draft-ietf-ccwg-bbr, "BBRv3").
 const (
 	bbrStartupPacingGain = 2.77 // 4·ln 2
@@ -607,6 +609,10 @@ func (b *BBR) adaptUpperBounds() {
 			b.cycleCount++
 			if b.bwHi[1] != 0 {
 				b.bwHi[0], b.bwHi[1] = b.bwHi[1], 0
+				if bbrMaxBwCycles == 1 {
+					b.bwHi[0] = 0
+				}
+				b.maxBw = max(b.bwHi[0], b.bwHi[1])
 			}
 		}
 		b.ackPhase = acksInit
@@ -863,3 +869,5 @@ func (b *BBR) State() State {
 		PacingLateMax:    ps.LateMax,
 	}
 }
+
+func (b *BBR) tr() *tracker { return b.t }

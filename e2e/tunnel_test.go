@@ -40,13 +40,13 @@ func startTunnel(t *testing.T, ctx context.Context, tp *topology, paths [][2]str
 		`name = "mptun0"`:               `name = "mpts` + id + `"`,
 	})
 	cpeCfg := shippedConfig(t, "cpe", map[string]string{
-		`local = "192.0.2.2"`:             fmt.Sprintf("local = %q", paths[0][0]),
-		`local = "100.64.0.2"`:            fmt.Sprintf("local = %q", paths[1][0]),
-		`device = "eth0"`:                 `device = "p0"`,
-		`device = "wwan0"`:                `device = "p1"`,
+		`local = "192.0.2.2"`:                          fmt.Sprintf("local = %q", paths[0][0]),
+		`local = "100.64.0.2"`:                         fmt.Sprintf("local = %q", paths[1][0]),
+		`device = "eth0"`:                              `device = "p0"`,
+		`device = "wwan0"`:                             `device = "p1"`,
 		`remote = "198.51.100.1:6511"` + "\n# MP_PRIO": fmt.Sprintf("remote = %q\n# MP_PRIO", paths[0][1]+":6511"),
-		`socket = "/run/mptun/%i.sock"`:   fmt.Sprintf("socket = %q", cpeSock),
-		`name = "mptun0"`:                 `name = "mptc` + id + `"`,
+		`socket = "/run/mptun/%i.sock"`:                fmt.Sprintf("socket = %q", cpeSock),
+		`name = "mptun0"`:                              `name = "mptc` + id + `"`,
 	})
 	// The second path's remote is the other line naming the concentrator.
 	cpeCfg = strings.Replace(cpeCfg, `remote = "198.51.100.1:6511"`, fmt.Sprintf("remote = %q", paths[1][1]+":6511"), 1)

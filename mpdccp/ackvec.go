@@ -146,19 +146,33 @@ func (h *ackHistory) add(seq, ackNo uint64) {
 	h.n++
 }
 
-// acked returns the Ack Number carried by our packet seq if it is
-// remembered, and forgets that record and all older ones.
-func (h *ackHistory) acked(seq uint64) (uint64, bool) {
+// ackedBy finds the newest remembered ack-carrying packet of ours that
+// the peer reports received (by the Ack Number or the Ack Vector runs),
+// returns the Ack Number it carried, and forgets it and all older records.
+func (h *ackHistory) ackedBy(ackNo uint64, runs []ccid.AckRun) (uint64, bool) {
 	for i := h.n - 1; i >= 0; i-- {
 		rec := h.r[(h.head+i)%ackRecords]
-		if rec.seq == seq {
+		if seqLess(ackNo, rec.seq) {
+			continue // not covered by this acknowledgement yet
+		}
+		if rec.seq == ackNo || receivedIn(runs, rec.seq) {
 			h.head = (h.head + i + 1) % ackRecords
 			h.n -= i + 1
 			return rec.ackNo, true
 		}
-		if seqLess(rec.seq, seq) {
-			return 0, false
-		}
 	}
 	return 0, false
+}
+
+func receivedIn(runs []ccid.AckRun, seq uint64) bool {
+	for _, r := range runs {
+		d := seqDiff(r.High, seq)
+		if d < 0 {
+			return false
+		}
+		if d < int64(r.N) {
+			return r.State != ccid.NotReceived
+		}
+	}
+	return false
 }

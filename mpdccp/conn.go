@@ -820,14 +820,14 @@ func (c *Conn) handlePacket(now mono.Time, sf *subflow, p *wire.Packet, ecn uint
 
 	// Feedback for the congestion controller and ack-of-ack.
 	if (p.Type == wire.TypeAck || p.Type == wire.TypeDataAck) && sf.state >= sfOpen {
-		if a, ok := sf.acks.acked(p.Ack); ok {
-			sf.rx.trim(a)
-		}
 		e.runs = e.runs[:0]
 		if len(e.cells) > 0 {
 			e.runs = decodeRuns(e.runs, p.Ack, e.cells)
 		} else {
 			e.runs = append(e.runs, ccid.AckRun{High: p.Ack, N: 1, State: ccid.Received})
+		}
+		if a, ok := sf.acks.ackedBy(p.Ack, e.runs); ok {
+			sf.rx.trim(a)
 		}
 		// e.fb, not a local: a pointer passed through an interface escapes.
 		e.fb = ccid.Feedback{AckNo: p.Ack, Runs: e.runs, Elapsed: ro.elapsed, Size: size}
@@ -1431,7 +1431,18 @@ func (c *Conn) deadline() mono.Time {
 	if len(c.confirmOut) > 0 {
 		return 0
 	}
+	if c.state == Open || c.state == Closing {
+		d = mono.Min(d, c.lastHeard().Add(c.ep.cfg.IdleTimeout))
+	}
 	return d
+}
+
+func (c *Conn) lastHeard() mono.Time {
+	t := c.created
+	for _, sf := range c.subflows {
+		t = mono.Max(t, sf.lastHeard)
+	}
+	return t
 }
 
 func (c *Conn) handleTimer(now mono.Time) {
@@ -1480,6 +1491,13 @@ func (c *Conn) handleTimer(now mono.Time) {
 			c.stats.CtrlGivenUp++
 			c.ctrl = append(c.ctrl[:i], c.ctrl[i+1:]...)
 			i--
+		}
+	}
+	if c.state == Open || c.state == Closing {
+		if last := c.lastHeard(); now.Sub(last) >= c.ep.cfg.IdleTimeout {
+			c.closeReason = "idle timeout"
+			c.setClosed("idle timeout", 0)
+			return
 		}
 	}
 	if c.state == Closing {

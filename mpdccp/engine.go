@@ -61,6 +61,9 @@ type Config struct {
 	Rand        io.Reader     // keys, nonces, ISS, initial MP_SEQ; default crypto/rand
 	KeepAlive   time.Duration // probe an idle subflow, default 1 s
 	PathTimeout time.Duration // subflow failed after this long without a packet, default 3 s
+	// IdleTimeout closes a connection when nothing was heard on any of its
+	// subflows for this long (default 30 s): a peer that vanished.
+	IdleTimeout time.Duration
 	// MaxConns limits the connections a server accepts (0 = 1024).
 	MaxConns int
 	// ECN marks data packets ECT(0) in Transmit.ECN.
@@ -232,6 +235,9 @@ func NewEndpoint(cfg Config) (*Endpoint, error) {
 	}
 	if cfg.PathTimeout == 0 {
 		cfg.PathTimeout = 3 * time.Second
+	}
+	if cfg.IdleTimeout == 0 {
+		cfg.IdleTimeout = 30 * time.Second
 	}
 	if cfg.MaxConns == 0 {
 		cfg.MaxConns = 1024
@@ -485,7 +491,12 @@ func (e *Endpoint) HandleDatagram(now mono.Time, local int, from netip.AddrPort,
 			return
 		}
 		e.drop(DropNoConn)
-		e.queueReset(local, from, to, p, wire.ResetNoConnection)
+		// Ports of a live subflow from another address: a stale packet after
+		// NAT rebinding, or a spoofed one. A Reset could reach the real peer
+		// and kill the subflow, so stay silent.
+		if _, live := e.byPorts[portKey{p.DstPort, p.SrcPort}]; !live {
+			e.queueReset(local, from, to, p, wire.ResetNoConnection)
+		}
 		return
 	}
 	sf.conn.handlePacket(now, sf, p, ecn, len(b))
@@ -496,7 +507,9 @@ func (e *Endpoint) HandleDatagram(now mono.Time, local int, from netip.AddrPort,
 // moves the subflow to the new address.
 func (e *Endpoint) rebind(now mono.Time, from netip.AddrPort, p *wire.Packet) *subflow {
 	for _, sf := range e.byPorts[portKey{p.DstPort, p.SrcPort}] {
-		if sf.state < sfPartOpen || sf.state >= sfClosed || !sf.seqValid(p) {
+		// Only a packet newer than anything received may move a subflow: a
+		// replayed packet from another address must not hijack it.
+		if sf.state < sfPartOpen || sf.state >= sfClosed || !sf.seqValid(p) || !seqLess(sf.gsr, p.Seq) {
 			continue
 		}
 		e.unindex(sf)

@@ -4,6 +4,7 @@ package mpdccp
 
 import (
 	"math/rand/v2"
+	"net/netip"
 	"testing"
 	"time"
 
@@ -142,8 +143,15 @@ func TestGarbageAndReplay(t *testing.T) {
 	srv := h.ep[1]
 	from := h.paths[0].cli
 	to := srvAddr.Addr()
+	attacker := netip.MustParseAddrPort("10.66.0.1:5555")
 	inject := func(b []byte) {
-		srv.HandleDatagram(h.sim.Now(), 0, from, to, b, 0)
+		// Half from the client's own address (on-path replay), half from
+		// an attacker's address.
+		src := from
+		if rng.IntN(2) == 0 {
+			src = attacker
+		}
+		srv.HandleDatagram(h.sim.Now(), 0, src, to, b, 0)
 		h.service(sideServer)
 	}
 	for i := 0; i < 2000; i++ {
@@ -180,7 +188,7 @@ func TestGarbageAndReplay(t *testing.T) {
 		t.Fatalf("%d duplicates delivered", snk.dups)
 	}
 	if c.State() != Open || h.serverConn().State() != Open || h.openPaths(h.serverConn()) != 2 {
-		t.Fatalf("connection broken: %v %v", c.State(), h.serverConn().State())
+		t.Fatalf("connection broken: %v %v %+v\n%s", c.State(), h.serverConn().State(), h.serverConn().Stats().Paths, h.dumpEvents())
 	}
 	st := srv.Stats()
 	if st.Dropped[DropMalformed] == 0 || st.Dropped[DropChecksum] == 0 {

@@ -56,7 +56,8 @@ type harness struct {
 	onDeliver func(side int, c *Conn, b []byte)
 	// tap sees every datagram sent (side, path index); returning false drops it.
 	tap   func(side, path int, b []byte) bool
-	spins int
+	spins      int
+	unroutable int
 }
 
 type harnessConfig struct {
@@ -183,12 +184,15 @@ func (h *harness) transmit(side int, t Transmit, b []byte) {
 		}
 		p.up.Send(netsim.Packet{Size: len(data) + 28, Data: data, Meta: p.cli, ECN: t.ECN})
 	} else {
-		if t.Remote != p.cli {
-			// NAT rebinding tests change the client address; route by socket.
-			p.down.Send(netsim.Packet{Size: len(data) + 28, Data: data, ECN: t.ECN})
-			return
+		// Route by destination address: datagrams to an address no client
+		// has (say, a spoofed source) go nowhere.
+		for _, q := range h.paths {
+			if q.cli == t.Remote {
+				q.down.Send(netsim.Packet{Size: len(data) + 28, Data: data, ECN: t.ECN})
+				return
+			}
 		}
-		p.down.Send(netsim.Packet{Size: len(data) + 28, Data: data, ECN: t.ECN})
+		h.unroutable++
 	}
 }
 

@@ -55,15 +55,16 @@ type Link struct {
 }
 
 type direction struct {
-	mu         sync.Mutex
-	pipe       *Pipe
-	in         *os.File
-	out        *os.File
-	timer      *ptimer.Timer
-	armed      mono.Time
-	log        *bufio.Writer
-	lbuf       []byte
-	sendErrors uint64
+	mu          sync.Mutex
+	pipe        *Pipe
+	in          *os.File
+	out         *os.File
+	timer       *ptimer.Timer
+	armed       mono.Time
+	log         *bufio.Writer
+	lbuf        []byte
+	sendErrors  uint64
+	socketDrops uint64
 }
 
 // openPacketSocket opens a non-blocking AF_PACKET socket bound to dev that
@@ -235,7 +236,9 @@ func (l *Link) sendLoop(d *direction) {
 					return
 				}
 				// A device that is down refuses frames: count, keep going.
+				d.mu.Lock()
 				d.sendErrors++
+				d.mu.Unlock()
 			}
 		}
 		d.mu.Lock()
@@ -301,7 +304,17 @@ func (l *Link) Stats(dir Dir) Stats {
 	d := l.dirs[dir]
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	return d.pipe.Stats
+	// PACKET_STATISTICS resets on read, so accumulate.
+	if rc, err := d.in.SyscallConn(); err == nil {
+		rc.Control(func(fd uintptr) {
+			if st, err := unix.GetsockoptTpacketStats(int(fd), unix.SOL_PACKET, unix.PACKET_STATISTICS); err == nil {
+				d.socketDrops += uint64(st.Drops)
+			}
+		})
+	}
+	s := d.pipe.Stats
+	s.SocketDrops, s.SendErrors = d.socketDrops, d.sendErrors
+	return s
 }
 
 // Bins returns a copy of a direction's throughput bins.

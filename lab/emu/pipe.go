@@ -38,6 +38,10 @@ type Stats struct {
 	MaxQueueBytes                     int
 	MaxSojourn                        time.Duration // arrival to start of serialization
 	NonEmptyQueue                     uint64        // arrivals that found a backlog
+
+	// Filled in by Link: frames the kernel dropped before the emulator read
+	// them (socket buffer full) and frames the egress device refused.
+	SocketDrops, SendErrors uint64
 }
 
 // Bin is the bytes serialized in one interval, for throughput plots.

@@ -87,23 +87,27 @@ func plotThroughput(run *Run, file string) error {
 		}
 	}
 	if len(run.GoodputBins) > 0 {
-		l, err := plotter.NewLine(binsXY(run.GoodputBins, w))
+		// Reads arrive in bursts; a 500 ms moving average is what a reader
+		// can compare with the paths' serialized rate.
+		l, err := plotter.NewLine(binsXY(smooth(run.GoodputBins, 5), w))
 		if err != nil {
 			return err
 		}
 		l.Color = color.Black
 		l.Width = vg.Points(1.5)
 		p.Add(l)
-		p.Legend.Add("goodput (bulk)", l)
+		p.Legend.Add("goodput (bulk, 0.5 s avg)", l)
 		for _, v := range run.GoodputBins {
 			ymax = math.Max(ymax, v)
 		}
 	}
-	if err := markEvents(p, run.Events, ymax*1.05); err != nil {
+	if err := markEvents(p, run.Events, ymax*1.08); err != nil {
 		return err
 	}
 	p.Legend.Top = true
+	p.Legend.Left = true
 	p.Y.Min = 0
+	p.Y.Max = ymax * 1.15
 	if err := p.Save(22*vg.Centimeter, 11*vg.Centimeter, file); err != nil {
 		return fmt.Errorf("plot %s: %w", file, err)
 	}
@@ -162,4 +166,18 @@ func plotOWD(r *Results, file string) (bool, error) {
 		return false, fmt.Errorf("plot %s: %w", file, err)
 	}
 	return true, nil
+}
+
+// smooth is a centred moving average over k bins.
+func smooth(v []float64, k int) []float64 {
+	out := make([]float64, len(v))
+	for i := range v {
+		lo, hi := max(0, i-k/2), min(len(v), i+k/2+1)
+		var s float64
+		for _, x := range v[lo:hi] {
+			s += x
+		}
+		out[i] = s / float64(hi-lo)
+	}
+	return out
 }

@@ -100,6 +100,8 @@ type PathRun struct {
 	MaxQueueBytes    int       `json:"max_queue_bytes"`
 	MaxSojournMs     float64   `json:"max_sojourn_ms"`
 	QueuedArrivals   uint64    `json:"queued_arrivals"` // arrivals that found a backlog
+	SocketDrops      uint64    `json:"socket_drops"`    // kernel drops before the emulator read (must be 0)
+	SendErrors       uint64    `json:"send_errors"`
 	TimerP99us       float64   `json:"timer_late_p99_us"`
 	Bins             []float64 `json:"-"` // Mbit/s per BinWidth since Run.Start
 }

@@ -125,3 +125,5 @@ func (*mptcpPeer) Setup(ctx context.Context, run *PeerRun) (Endpoint, error) {
 }
 
 func (*mptcpPeer) Close() error { return nil }
+
+func netipMust(s string) netip.Addr { return netip.MustParseAddr(s) }

@@ -305,7 +305,7 @@ func runPeer(ctx context.Context, sc *Scenario, peer, outDir string, out io.Writ
 			run.Error = "bulk: " + bulkErr.Error()
 		}
 		run.GoodputMbps = bulk.GoodputMbps
-		run.GoodputBins = bulk.Bins.Mbps()
+		run.GoodputBins = padBins(bulk.Bins.Mbps(), elapsed)
 	}
 	for i, p := range tb.Paths {
 		st := p.Link.Stats(bulkDir)
@@ -319,8 +319,10 @@ func runPeer(ctx context.Context, sc *Scenario, peer, outDir string, out io.Writ
 			MaxQueueBytes:    st.MaxQueueBytes,
 			MaxSojournMs:     float64(st.MaxSojourn) / 1e6,
 			QueuedArrivals:   st.NonEmptyQueue,
+			SocketDrops:      st.SocketDrops,
+			SendErrors:       st.SendErrors,
 			TimerP99us:       float64(p.Link.TimerLateness(bulkDir).Quantile(0.99)) / 1e3,
-			Bins:             binsSince(p.Link.Bins(bulkDir), env.Start),
+			Bins:             padBins(binsSince(p.Link.Bins(bulkDir), env.Start), elapsed),
 		}
 		if pr.CapacityMbps > 0 {
 			pr.Utilisation = pr.SerializedMbps / pr.CapacityMbps
@@ -384,14 +386,30 @@ func binsSince(bins []emu.Bin, start mono.Time) []float64 {
 	return out
 }
 
+// padBins extends bins with zeros to cover d (a dead path stops producing
+// bins) and cuts bins beyond it.
+func padBins(b []float64, d time.Duration) []float64 {
+	n := int(d / binWidth)
+	if len(b) > n {
+		return b[:n]
+	}
+	for len(b) < n {
+		b = append(b, 0)
+	}
+	return b
+}
+
 func checks(run *report.Run) []report.Check {
 	var cs []report.Check
-	var queued uint64
+	var queued, drops uint64
 	worst := 0.0
 	for _, p := range run.Paths {
 		queued += p.QueuedArrivals
+		drops += p.SocketDrops
 		worst = max(worst, p.TimerP99us)
 	}
+	cs = append(cs, report.Check{Name: "no-socket-drops", OK: drops == 0,
+		Detail: fmt.Sprintf("%d frames dropped by the kernel before the emulator read them", drops)})
 	if run.Bulk != nil {
 		cs = append(cs, report.Check{Name: "bottleneck-in-emulator", OK: queued > 0,
 			Detail: fmt.Sprintf("%d arrivals found a queue in the emulator (0 means the bottleneck was elsewhere)", queued)})

@@ -348,6 +348,18 @@ func analyse(env Env, l *probeLog) ProbeResult {
 			}
 		}
 	}
+	// A path that dies for good leaves a gap from the last arrival to the
+	// end of sending, which counts too.
+	if n := len(l.arrAt); n > 0 {
+		var lastSent mono.Time
+		for _, p := range l.pkts {
+			lastSent = max(lastSent, p.Sent)
+		}
+		if g := float64(lastSent-l.arrAt[n-1]) / 1e6; g > r.MaxGapMs {
+			r.MaxGapMs = g
+			r.MaxGapAtS = l.arrAt[n-1].Sub(env.Start).Seconds()
+		}
+	}
 	if r.Received > 0 {
 		r.OOOFraction = float64(ooo) / float64(r.Received)
 	}
