@@ -18,10 +18,12 @@ import (
 	"time"
 
 	"github.com/mptun/mptun/ccid"
+	"github.com/mptun/mptun/capture"
 	"github.com/mptun/mptun/config"
 	"github.com/mptun/mptun/control"
 	"github.com/mptun/mptun/datapath"
 	"github.com/mptun/mptun/internal/mono"
+	"github.com/mptun/mptun/metrics"
 	"github.com/mptun/mptun/mpdccp"
 	"github.com/mptun/mptun/mpdccp/wire/pcapdccp"
 	"github.com/mptun/mptun/netio"
@@ -49,8 +51,9 @@ type Daemon struct {
 	ep       *mpdccp.Endpoint
 	dp       *datapath.Datapath
 	innerMTU int
-	ctl      *control.Server
-	capFile  *os.File
+	ctl        *control.Server
+	capFile    *capture.File
+	metricsSrv *metrics.HTTPServer
 
 	mu       sync.Mutex // guards reloadable settings
 	pathName map[int]string
@@ -124,16 +127,12 @@ func New(cfg *config.Config, log *slog.Logger) (d *Daemon, err error) {
 		return nil, fmt.Errorf("tun %s: configure: %w", name, err)
 	}
 
-	var capture datapath.Capture
+	var capt datapath.Capture
 	if cfg.Capture.File != "" {
-		if d.capFile, err = os.Create(cfg.Capture.File); err != nil {
-			return nil, fmt.Errorf("capture: %w", err)
+		if d.capFile, err = capture.Create(cfg.Capture.File, cfg.Capture.MaxSize); err != nil {
+			return nil, fmt.Errorf("%s: capture.file: %w", cfg.File, err)
 		}
-		w, err := pcapdccp.NewWriter(d.capFile)
-		if err != nil {
-			return nil, fmt.Errorf("capture: %w", err)
-		}
-		capture = &lockedCapture{w: w}
+		capt = d.capFile
 	}
 
 	socks := make([]datapath.Socket, len(d.sockets))
@@ -146,7 +145,7 @@ func New(cfg *config.Config, log *slog.Logger) (d *Daemon, err error) {
 	}
 	d.dp, err = datapath.New(datapath.Config{
 		Endpoint: d.ep, Device: d.dev, Sockets: socks, InnerMTU: d.innerMTU,
-		InnerAddrs: inner, Logger: log, Capture: capture,
+		InnerAddrs: inner, Logger: log, Capture: capt,
 	})
 	if err != nil {
 		return nil, err
@@ -234,6 +233,9 @@ func (d *Daemon) Run(ctx context.Context, ready func()) error {
 		d.ctl = srv
 		go srv.Serve()
 	}
+	if err := d.startMetrics(); err != nil {
+		return err
+	}
 	name, _ := d.dev.Name()
 	d.log.Info("mptund running", "role", d.cfg.Connection.Role, "tun", name, "inner_mtu", d.innerMTU,
 		"sockets", len(d.sockets), "ccid", d.cfg.Connection.CCID, "scheduler", d.cfg.Connection.Scheduler,
@@ -251,6 +253,9 @@ func (d *Daemon) Run(ctx context.Context, ready func()) error {
 func (d *Daemon) close() {
 	if d.ctl != nil {
 		d.ctl.Close()
+	}
+	if d.metricsSrv != nil {
+		d.metricsSrv.Close()
 	}
 	for _, s := range d.sockets {
 		s.Close()

@@ -3,17 +3,76 @@
 package main
 
 import (
+	"context"
+	"flag"
 	"fmt"
 	"io"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/mptun/mptun/bench"
+	"github.com/mptun/mptun/lab"
 )
 
-// labMain and benchMain are wired to the lab package once it lands.
 func labMain(args []string, stdout, stderr io.Writer) int {
-	fmt.Fprintln(stderr, "mptun lab: not built into this binary yet")
-	return 1
+	return lab.MainIO(args, stdout, stderr)
+}
+
+func benchUsage(w io.Writer) {
+	fmt.Fprint(w, `usage: mptun bench throughput [--runs N] [--seconds S] [--json]
+       mptun bench aggregate|handover [--json]   (lab scenarios, mptun vs kernel MPTCP)
+`)
 }
 
 func benchMain(args []string, asJSON bool, stdout, stderr io.Writer) int {
-	fmt.Fprintln(stderr, "mptun bench: not built into this binary yet")
-	return 1
+	if len(args) == 0 {
+		benchUsage(stderr)
+		return 2
+	}
+	if os.Geteuid() != 0 {
+		fmt.Fprintln(stderr, "mptun bench: needs root (network namespaces, TUN devices)")
+		return 1
+	}
+	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer cancel()
+	switch args[0] {
+	case "throughput":
+		fs := flag.NewFlagSet("bench throughput", flag.ContinueOnError)
+		fs.SetOutput(stderr)
+		runs := fs.Int("runs", 5, "runs per peer, alternating")
+		secs := fs.Int("seconds", 10, "iperf3 seconds per run")
+		if err := fs.Parse(args[1:]); err != nil {
+			return 2
+		}
+		tools, err := bench.FindTools()
+		if err != nil {
+			fmt.Fprintln(stderr, "mptun bench:", err)
+			return 1
+		}
+		log := stderr
+		if !asJSON {
+			log = stdout
+		}
+		start := time.Now()
+		res, err := bench.Throughput(ctx, tools, bench.ThroughputOptions{Runs: *runs, Seconds: *secs, Log: log})
+		if err != nil {
+			fmt.Fprintln(stderr, "mptun bench throughput:", err)
+			return 1
+		}
+		if asJSON {
+			printJSON(stdout, res)
+			return 0
+		}
+		fmt.Fprintf(stdout, "\none path, no impairment, iperf3 TCP cubic %d s x %d runs each (%s)\n", res.Seconds, res.RunsPerPeer, time.Since(start).Round(time.Second))
+		fmt.Fprintf(stdout, "  mptun         %6.3f Gbit/s  %5.2f CPU s/GB\n", res.MptunGbps, res.MptunCPUSecPerGB)
+		fmt.Fprintf(stdout, "  wireguard-go  %6.3f Gbit/s  %5.2f CPU s/GB\n", res.WireguardGoGbps, res.WireguardGoCPUSecPerGB)
+		fmt.Fprintf(stdout, "  ratio mptun/wireguard-go: throughput %.3f, CPU per GB %.3f\n", res.Ratio, res.CPURatio)
+		return 0
+	case "aggregate", "handover":
+		return benchLab(ctx, args[0], args[1:], asJSON, stdout, stderr)
+	}
+	benchUsage(stderr)
+	return 2
 }
