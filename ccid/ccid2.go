@@ -439,5 +439,3 @@ func (c *CCID2) deliveryRate() float64 {
 	}
 	return float64(c.cwnd*c.mss) / c.t.srtt.Seconds()
 }
-
-func (c *CCID2) tr() *tracker { return c.t }

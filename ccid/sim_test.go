@@ -22,10 +22,12 @@ const simMSS = 1400
 type pathSpec struct {
 	RateBps     float64
 	RTT         time.Duration
-	Buffer      int     // bytes; 0 = one BDP (at least 4 packets)
+	Buffer      int     // bytes; 0 = one BDP, at least minBufferPkts packets
 	Loss        float64 // random loss on the forward link
 	ReorderFrac float64 // fraction of packets delayed by uniform [0, ReorderMax]
 	ReorderMax  time.Duration
+	// CE-mark every packet delivered in [CEFrom, CETo) (a congested AQM).
+	CEFrom, CETo time.Duration
 }
 
 func (p pathSpec) bdpBytes() int {
@@ -55,7 +57,7 @@ func newSimNet(seed int64, spec pathSpec) *simNet {
 	n := &simNet{sim: netsim.New(seed), spec: spec}
 	buf := spec.Buffer
 	if buf == 0 {
-		buf = max(spec.bdpBytes(), 4*simMSS)
+		buf = max(spec.bdpBytes(), minBufferPkts*simMSS)
 	}
 	n.fwd = n.sim.NewLink(netsim.LinkConfig{
 		Rate: spec.RateBps, Queue: buf, Delay: spec.RTT / 2, Loss: spec.Loss,
@@ -67,6 +69,9 @@ func newSimNet(seed int64, spec pathSpec) *simNet {
 func (n *simNet) deliverData(p netsim.Packet) {
 	m := p.Meta.(dataMeta)
 	f := n.flows[m.flow]
+	if now := n.sim.Now(); n.spec.CETo > 0 && now >= mono.Time(n.spec.CEFrom) && now < mono.Time(n.spec.CETo) {
+		p.ECN = 3
+	}
 	if n.spec.ReorderFrac > 0 && n.sim.Rand().Float64() < n.spec.ReorderFrac {
 		d := time.Duration(n.sim.Rand().Int64N(int64(n.spec.ReorderMax) + 1))
 		n.sim.After(d, func() { f.rcv.onData(m.seq, p.ECN) })
@@ -116,7 +121,7 @@ func (n *simNet) addFlow(name string, cfg Config, start time.Duration) *simFlow 
 	if err != nil {
 		panic(err)
 	}
-	f := &simFlow{net: n, id: len(n.flows), cc: cc, start: mono.Time(start), seq: 1000}
+	f := &simFlow{net: n, id: len(n.flows), cc: cc, start: mono.Time(start), seq: 1000 + uint64(n.sim.Rand().Int64N(1<<20))}
 	f.rcv = receiver{flow: f, span: uint64(4*n.spec.bdpBytes()/simMSS + 2048), lastByTime: -1}
 	n.flows = append(n.flows, f)
 	n.sim.At(f.start, f.trySend)
@@ -291,35 +296,44 @@ func (r *receiver) sendAck() {
 	}
 	r.holes = r.holes[k:]
 	fb := &Feedback{AckNo: r.gsr, Elapsed: s.Now().Sub(r.gsrAt), Size: 40}
-	// Walk down from gsr: received runs between holes.
+	// Walk down from gsr: Received runs between the holes (NotReceived,
+	// consecutive ones merged) and the CE-marked packets not yet reported.
+	slices.Sort(r.ecnMarked)
 	hi := r.gsr
-	for i := len(r.holes) - 1; i >= 0 && hi > floor; i-- {
-		h := r.holes[i]
-		if h < hi {
-			fb.Runs = append(fb.Runs, AckRun{High: hi, N: uint32(hi - h), State: Received})
+	hIdx, cIdx := len(r.holes)-1, len(r.ecnMarked)-1
+	for hi > floor {
+		var b uint64
+		var st AckState
+		switch {
+		case hIdx >= 0 && (cIdx < 0 || r.holes[hIdx] > r.ecnMarked[cIdx]):
+			b, st = r.holes[hIdx], NotReceived
+		case cIdx >= 0:
+			b, st = r.ecnMarked[cIdx], ReceivedECNMarked
+		default:
+			fb.Runs = append(fb.Runs, AckRun{High: hi, N: uint32(hi - floor), State: Received})
+			hi = floor
+			continue
 		}
-		// Merge consecutive holes.
-		j := i
-		for j > 0 && r.holes[j-1] == r.holes[j]-1 {
-			j--
+		if b <= floor {
+			hIdx, cIdx = -1, -1
+			continue
 		}
-		fb.Runs = append(fb.Runs, AckRun{High: h, N: uint32(h - r.holes[j] + 1), State: NotReceived})
-		hi = r.holes[j] - 1
-		i = j
-	}
-	if hi > floor {
-		fb.Runs = append(fb.Runs, AckRun{High: hi, N: uint32(hi - floor), State: Received})
-	}
-	// CE marks: split out as single-packet ECN cells ahead of the runs;
-	// the sender treats a packet seen twice as acked once.
-	if len(r.ecnMarked) > 0 {
-		var ce []AckRun
-		for _, q := range r.ecnMarked {
-			ce = append(ce, AckRun{High: q, N: 1, State: ReceivedECNMarked})
+		if b < hi {
+			fb.Runs = append(fb.Runs, AckRun{High: hi, N: uint32(hi - b), State: Received})
 		}
-		fb.Runs = append(ce, fb.Runs...)
-		r.ecnMarked = r.ecnMarked[:0]
+		n := uint64(1)
+		if st == NotReceived {
+			for hIdx-int(n) >= 0 && r.holes[hIdx-int(n)] == b-n && (cIdx < 0 || r.ecnMarked[cIdx] < b-n) {
+				n++
+			}
+			hIdx -= int(n)
+		} else {
+			cIdx--
+		}
+		fb.Runs = append(fb.Runs, AckRun{High: b, N: uint32(n), State: st})
+		hi = b - n
 	}
+	r.ecnMarked = r.ecnMarked[:0]
 	r.flow.net.rev.Send(netsim.Packet{Size: ackSizeBase + r.flow.id, Meta: fb})
 }
 
@@ -386,3 +400,8 @@ func utilRun(name string, cfg Config, spec pathSpec, seed int64) utilResult {
 		Total:    warm + meas,
 	}
 }
+
+// minBufferPkts is the smallest "BDP buffer": below about 8 packets Reno's
+// halving cannot keep a packet-granular pipe full (CCID2 measured 87–91% with
+// a 4-packet floor at 10 Mbit/s × 5 ms and 1 Mbit/s × 50 ms).
+var minBufferPkts = 8

@@ -22,9 +22,12 @@ type sentPacket struct {
 	// Delivery-rate sampling state at send time (draft-cheng-iccrg-
 	// delivery-rate-estimation), used by BBR.
 	appLimited    bool
+	probing       bool   // sent in Startup, ProbeBW_REFILL or ProbeBW_UP (BBR)
 	delivered     uint64 // bytes delivered when this was sent
 	deliveredTime mono.Time
 	firstSentTime mono.Time
+	sentCum       uint64 // bytes sent before this packet (BBR)
+	firstSentCum  uint64 // sentCum of the packet sent at firstSentTime
 	lostAtSend    uint64 // bytes declared lost when this was sent
 	txInFlight    int    // bytes in flight when this was sent, itself included
 	episode       uint32 // congestion episode at the time it was declared lost
@@ -242,13 +245,17 @@ func (t *tracker) reoWnd(reorderSeen bool) time.Duration {
 		return 0
 	}
 	w := time.Duration(t.reoMult) * t.minRTT / 4
-	if ext := t.reorderExt + t.reorderExt/4; ext > w {
-		w = ext
-	}
 	if t.hasRTT && w > t.srtt {
 		w = t.srtt
 	}
-	return w
+	// The reordering actually observed may exceed RFC 8985's SRTT cap: DCCP
+	// never retransmits, so waiting longer only delays the congestion
+	// response, which is better than a spurious one. Bounded at 4 × SRTT.
+	ext := t.reorderExt + t.reorderExt/4
+	if t.hasRTT {
+		ext = min(ext, 4*t.srtt)
+	}
+	return max(w, ext)
 }
 
 func (t *tracker) updateRTT(now mono.Time, sample time.Duration) {
@@ -298,7 +305,9 @@ func (t *tracker) onFeedback(now mono.Time, fb *Feedback, ev lossEvents) bool {
 	t.sampled = false
 	if i, ok := t.idxOfSeq(fb.AckNo & seqMask); ok {
 		p := t.pkt(i)
-		if p.flags&(pktAcked|pktSampled) == 0 {
+		// A pure Ack of ours may wait for the peer's next packet to be
+		// acknowledged: trust it only with the peer's Elapsed Time.
+		if p.flags&(pktAcked|pktSampled) == 0 && (p.flags&pktInFlight != 0 || fb.Elapsed > 0) {
 			p.flags |= pktSampled
 			if s := now.Sub(p.sent) - fb.Elapsed; s > 0 || fb.Elapsed == 0 {
 				t.updateRTT(now, s)

@@ -309,8 +309,8 @@ func (c *checker) convert(raw *rawConfig, path string) *Config {
 	c.oneOf(top("log.format"), cfg.Log.Format, "text", "json")
 
 	cfg.Capture.File = raw.Capture.File
-	if raw.Capture.MaxSize < 0 {
-		c.errf(top("capture.max_size"), "must not be negative")
+	if m := raw.Capture.MaxSize; m != 0 && (m < minCaptureSize || m > 1<<40) {
+		c.errf(top("capture.max_size"), "%d out of range: 0 (unlimited) or %d..%d bytes", m, minCaptureSize, int64(1)<<40)
 	}
 	cfg.Capture.MaxSize = raw.Capture.MaxSize
 	return cfg
@@ -665,6 +665,9 @@ func ParseRate(s string) (uint64, error) {
 	}
 	return uint64(v * mult), nil
 }
+
+// minCaptureSize matches capture.MinSize.
+const minCaptureSize = 64 << 10
 
 var reName = regexp.MustCompile(`^[A-Za-z0-9_-]{1,32}$`)
 

@@ -48,8 +48,8 @@ const (
 	// MaxLine bounds a request or response line.
 	MaxLine = 1 << 20
 	// SocketMode lets the daemon's group use the socket.
-	SocketMode fs.FileMode = 0o660
-	idleTimeout            = 5 * time.Minute
+	SocketMode  fs.FileMode = 0o660
+	idleTimeout             = 5 * time.Minute
 )
 
 // Server is a listening control socket.

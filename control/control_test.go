@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -33,9 +34,11 @@ var testHandlers = Handlers{
 	"null":  func(p json.RawMessage) (any, error) { return string(p), nil },
 }
 
-func start(t *testing.T) (string, context.CancelFunc, <-chan error) {
+// start serves testHandlers; stop cancels the server and returns Serve's
+// result (it runs at cleanup too).
+func start(t *testing.T) (path string, stop func() error) {
 	t.Helper()
-	path := filepath.Join(t.TempDir(), "run", "mptun.sock")
+	path = filepath.Join(t.TempDir(), "run", "mptun.sock")
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- Serve(ctx, path, testHandlers, nil) }()
@@ -49,12 +52,25 @@ func start(t *testing.T) (string, context.CancelFunc, <-chan error) {
 		}
 		time.Sleep(2 * time.Millisecond)
 	}
-	t.Cleanup(func() { cancel(); <-done })
-	return path, cancel, done
+	var once sync.Once
+	var err error
+	stop = func() error {
+		once.Do(func() {
+			cancel()
+			select {
+			case err = <-done:
+			case <-time.After(5 * time.Second):
+				err = errors.New("Serve did not return after cancel")
+			}
+		})
+		return err
+	}
+	t.Cleanup(func() { stop() })
+	return path, stop
 }
 
 func TestCall(t *testing.T) {
-	path, _, _ := start(t)
+	path, _ := start(t)
 	var res struct{ Text string }
 	if err := Call(path, "echo", echoParams{"hi"}, &res); err != nil {
 		t.Fatal(err)
@@ -69,7 +85,7 @@ func TestCall(t *testing.T) {
 }
 
 func TestErrors(t *testing.T) {
-	path, _, _ := start(t)
+	path, _ := start(t)
 	for _, tt := range []struct{ method, want string }{
 		{"nope", `unknown method "nope" (have echo, fail, null, panic)`},
 		{"fail", "fail: path dsl is down"},
@@ -93,7 +109,7 @@ func TestErrors(t *testing.T) {
 }
 
 func TestRawProtocol(t *testing.T) {
-	path, _, _ := start(t)
+	path, _ := start(t)
 	c, err := net.Dial("unix", path)
 	if err != nil {
 		t.Fatal(err)
@@ -128,7 +144,7 @@ func TestRawProtocol(t *testing.T) {
 }
 
 func TestSocketLifecycle(t *testing.T) {
-	path, cancel, done := start(t)
+	path, stop := start(t)
 	fi, err := os.Stat(path)
 	if err != nil {
 		t.Fatal(err)
@@ -147,14 +163,8 @@ func TestSocketLifecycle(t *testing.T) {
 	}
 	defer idle.Close()
 	time.Sleep(10 * time.Millisecond)
-	cancel()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Errorf("Serve returned %v", err)
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("Serve did not return after cancel")
+	if err := stop(); err != nil {
+		t.Fatalf("Serve: %v", err)
 	}
 	if _, err := os.Stat(path); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("socket still there after shutdown: %v", err)

@@ -17,8 +17,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/mptun/mptun/ccid"
 	"github.com/mptun/mptun/capture"
+	"github.com/mptun/mptun/ccid"
 	"github.com/mptun/mptun/config"
 	"github.com/mptun/mptun/control"
 	"github.com/mptun/mptun/datapath"
@@ -46,11 +46,11 @@ type Daemon struct {
 	log   *slog.Logger
 	start time.Time
 
-	dev      tun.Device
-	sockets  []*netio.Conn
-	ep       *mpdccp.Endpoint
-	dp       *datapath.Datapath
-	innerMTU int
+	dev        tun.Device
+	sockets    []*netio.Conn
+	ep         *mpdccp.Endpoint
+	dp         *datapath.Datapath
+	innerMTU   int
 	ctl        *control.Server
 	capFile    *capture.File
 	metricsSrv *metrics.HTTPServer

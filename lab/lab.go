@@ -20,25 +20,30 @@ import (
 
 	"github.com/mptun/mptun/internal/netns"
 	"github.com/mptun/mptun/lab/scenario"
+	"github.com/mptun/mptun/lab/wgpeer"
 )
 
 const usage = `usage:
-  mptun lab run FILE [--out DIR] [--duration D] [--peers p1,p2] [--seed N]
+  mptun lab run FILE [--out DIR] [--duration D] [--scale F] [--peers p1,p2] [--seed N]
       run a scenario (needs root); the report goes to DIR
       (default: lab-out/<scenario>-<time>)
   mptun lab cleanup
       remove namespaces left behind by crashed lab runs
   mptun lab peers
       list the peers a scenario can use
+  (hidden, started by the runner: lab wgpeer)
 `
 
 // Main implements `mptun lab ...`; args excludes "lab". It returns the exit
-// status.
+// status. The program must dispatch `lab` to Main (or set
+// scenario.SelfCommand), because the lab runs helpers as subcommands of
+// its own executable.
 func Main(args []string) int {
-	return main(args, os.Stdout, os.Stderr)
+	return MainIO(args, os.Stdout, os.Stderr)
 }
 
-func main(args []string, stdout, stderr io.Writer) int {
+// MainIO is Main with explicit output streams.
+func MainIO(args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
 		fmt.Fprint(stderr, usage)
 		return 2
@@ -56,6 +61,8 @@ func main(args []string, stdout, stderr io.Writer) int {
 			return 1
 		}
 		return 0
+	case "wgpeer": // hidden: the wireguard-go peer, started by the runner
+		return wgpeer.Main(args[1:], os.Stdin, stderr)
 	case "peers":
 		fmt.Fprintln(stdout, strings.Join(scenario.Peers(), "\n"))
 		return 0
@@ -74,6 +81,7 @@ func runCmd(args []string, stdout, stderr io.Writer) int {
 	dur := fs.Duration("duration", 0, "shorten the scenario to this duration")
 	peers := fs.String("peers", "", "comma-separated peers to run instead of the scenario's")
 	seed := fs.Uint64("seed", 0, "override the scenario's seed")
+	scale := fs.Float64("scale", 0, "multiply the duration and event times (e.g. 0.25 for a quick run)")
 	// Accept flags before or after the file.
 	var file string
 	rest := args
@@ -102,7 +110,7 @@ func runCmd(args []string, stdout, stderr io.Writer) int {
 		base := strings.TrimSuffix(filepath.Base(file), filepath.Ext(file))
 		*out = filepath.Join("lab-out", base+"-"+time.Now().UTC().Format("20060102-150405"))
 	}
-	opt := scenario.Options{Progress: stdout, Duration: *dur, Seed: *seed}
+	opt := scenario.Options{Progress: stdout, Duration: *dur, Seed: *seed, Scale: *scale}
 	if *peers != "" {
 		opt.Peers = strings.Split(*peers, ",")
 	}

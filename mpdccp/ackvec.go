@@ -74,10 +74,13 @@ func (r *rxState) span() int { return int(seqDiff(r.gsr, r.tail)) + 1 }
 
 // trim forgets state at and below seq: the peer knows it (ack-of-ack).
 func (r *rxState) trim(seq uint64) {
-	if seqLess(seq, r.tail) || !seqLess(seq, r.gsr) {
-		return
+	switch {
+	case seqLess(seq, r.tail):
+	case seqLess(seq, r.gsr):
+		r.tail = seqAdd(seq, 1)
+	default:
+		r.tail = r.gsr // keep the newest so that a vector is never empty
 	}
-	r.tail = seqAdd(seq, 1)
 }
 
 // cells appends the Ack Vector, newest first from gsr, to dst; at most

@@ -9,7 +9,28 @@
 // Conn.Send) and polls for datagrams to send (PollTransmit), inner packets
 // to deliver (PollDeliver) and the next timer (Deadline, HandleTimer).
 // Nothing here reads the clock, opens sockets or starts goroutines; one
-// goroutine owns an Endpoint.
+// goroutine owns an Endpoint. A driver loop looks like this:
+//
+//	ep.HandleDatagram(now, sock, from, to, b, ecn) // for each datagram read
+//	conn.Send(now, innerPkt, class)                // for each packet from the TUN
+//	if ep.Deadline() <= now { ep.HandleTimer(now) }
+//	for t, ok := ep.PollTransmit(now, buf); ok; t, ok = ep.PollTransmit(now, buf) {
+//		send buf[:t.N] on socket t.Local to t.Remote
+//	}
+//	for n, c, ok := ep.PollDeliver(now, buf); ok; n, c, ok = ep.PollDeliver(now, buf) {
+//		write buf[:n] to the TUN of c
+//	}
+//	sleep until ep.Deadline() or the next datagram / inner packet
+//
+// Buffers passed to PollTransmit must hold Config.MaxPacket bytes; inner
+// packets may be up to Endpoint.MaxPayload bytes.
+//
+// Wire choices worth knowing: DCCP ports are kept inside the UDP payload
+// (the DCCP destination port is the server's UDP port, 6511 by default; the
+// source port is random per subflow); the DCCP checksum uses a
+// zero-address pseudo-header (see checksumAddr); a client whose peer does
+// not confirm MP_CAPABLE closes instead of falling back to plain DCCP; a
+// failed join HMAC is answered with Reset code 5 (option error).
 package mpdccp
 
 import (
@@ -331,8 +352,10 @@ func (e *Endpoint) Stats() EndpointStats {
 	return s
 }
 
-// Conns returns the live connections (a copy of the list).
-func (e *Endpoint) Conns() []*Conn { return append([]*Conn(nil), e.conns...) }
+// Conns returns the live connections. The slice is shared with the
+// Endpoint (no allocation, so it may be called per packet): do not modify
+// it. It stays valid after later calls, which replace rather than edit it.
+func (e *Endpoint) Conns() []*Conn { return e.conns[:len(e.conns):len(e.conns)] }
 
 // Dial starts a client connection: the first subflow on paths[0], joins on
 // the others once the 4-way handshake has completed.
@@ -382,26 +405,30 @@ func (e *Endpoint) newConn(now mono.Time) (*Conn, error) {
 			break
 		}
 	}
-	c.keyType = wire.KeyTypePlain
-	copy(c.localKey[:], e.random(8))
-	c.keyLen = 8
+	if e.cfg.Role == Client {
+		c.keys.offered = make([][maxKeyLen]byte, len(keySchemes))
+		for i, s := range keySchemes {
+			copy(c.keys.offered[i][:], e.random(s.len))
+		}
+	}
 	c.mpSeq = e.rand48()
 	if e.cfg.InitialMPSeq != 0 {
 		c.mpSeq = e.cfg.InitialMPSeq & wire.MaxSeq
 	}
-	c.sendQ = make([]queued, e.cfg.SendQueue)
 	e.byCI[c.localCI] = c
-	e.conns = append(e.conns, c)
+	e.conns = append(e.conns[:len(e.conns):len(e.conns)], c) // never write into a shared array
 	return c, nil
 }
 
 func (e *Endpoint) removeConn(c *Conn) {
-	for i, x := range e.conns {
-		if x == c {
-			e.conns = append(e.conns[:i], e.conns[i+1:]...)
-			break
+	// A new slice: callers may still hold the one Conns returned.
+	conns := make([]*Conn, 0, len(e.conns))
+	for _, x := range e.conns {
+		if x != c {
+			conns = append(conns, x)
 		}
 	}
+	e.conns = conns
 	if e.byCI[c.localCI] == c {
 		delete(e.byCI, c.localCI)
 	}
@@ -542,6 +569,10 @@ func (e *Endpoint) PollTransmit(now mono.Time, buf []byte) (Transmit, bool) {
 	n := len(e.conns)
 	for i := 0; i < n; i++ {
 		c := e.conns[(e.txRR+i)%n]
+		if c.idle(now) {
+			continue
+		}
+		c.touch()
 		if t, ok := c.pollTransmit(now, buf); ok {
 			e.txRR = (e.txRR + i) % n
 			if c.state == Closed {
@@ -585,6 +616,7 @@ func (e *Endpoint) PollDeliver(now mono.Time, buf []byte) (int, *Conn, bool) {
 		if !c.mayDeliver {
 			continue
 		}
+		c.touch()
 		it, ok := c.reo.Pop(now)
 		if !ok {
 			c.mayDeliver = false
@@ -608,7 +640,7 @@ func (e *Endpoint) Deadline() mono.Time {
 		return 0
 	}
 	for _, c := range e.conns {
-		d = mono.Min(d, c.deadline())
+		d = mono.Min(d, c.cachedDeadline())
 	}
 	return d
 }
@@ -617,6 +649,10 @@ func (e *Endpoint) Deadline() mono.Time {
 func (e *Endpoint) HandleTimer(now mono.Time) {
 	for i := 0; i < len(e.conns); i++ {
 		c := e.conns[i]
+		if c.idle(now) {
+			continue
+		}
+		c.touch()
 		c.handleTimer(now)
 		if c.state == Closed && !c.hasPendingOutput() {
 			e.finishClosed(c)

@@ -23,7 +23,7 @@ func TestHandshakeSinglePath(t *testing.T) {
 	if sc.peerCI != c.localCI || c.peerCI != sc.localCI {
 		t.Fatalf("CI mismatch: client %x/%x server %x/%x", c.localCI, c.peerCI, sc.localCI, sc.peerCI)
 	}
-	if sc.peerKey != c.localKey || c.peerKey != sc.localKey {
+	if sc.keys.peer != c.keys.local || c.keys.peer != sc.keys.local || sc.keys.ks == nil || c.keys.ks == nil {
 		t.Fatal("keys not exchanged")
 	}
 	if h.countEvents(sideClient, EventConnOpen) != 1 || h.countEvents(sideServer, EventConnOpen) != 1 {

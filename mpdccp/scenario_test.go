@@ -307,3 +307,416 @@ func TestAbortClose(t *testing.T) {
 		}
 	}
 }
+
+func TestSetPrioConfirmed(t *testing.T) {
+	// 30% loss on path 1 makes MP_PRIO and MP_CONFIRM need retransmissions.
+	links := []netsim.LinkConfig{link(20e6, 10*time.Millisecond, 0), link(20e6, 10*time.Millisecond, 0.3)}
+	h, c := openHarness(t, 51, 2, harnessConfig{links: links})
+	if err := c.SetPrio(h.sim.Now(), 1, 1); err != nil {
+		t.Fatal(err)
+	}
+	h.service(sideClient)
+	sc := h.serverConn()
+	if !h.runUntil(30*time.Second, func() bool { return len(c.ctrl) == 0 }) {
+		t.Fatalf("MP_PRIO never confirmed: %+v", c.ctrl)
+	}
+	if p := sc.pathByID(1); p == nil || p.prio != 1 {
+		t.Fatalf("server path 1 prio not updated")
+	}
+	// With path 0 primary and path 1 standby, data goes to path 0 only.
+	before := sc.pathByID(1).stats.DataIn
+	snk := newSink()
+	h.onDeliver = func(side int, _ *Conn, b []byte) {
+		if side == sideServer {
+			snk.deliver(b)
+		}
+	}
+	src := &source{h: h, c: c, side: sideClient, total: 2000, size: 500, period: time.Millisecond, perTick: 2}
+	src.start()
+	h.runUntil(10*time.Second, func() bool { return snk.count >= 2000 })
+	if got := sc.pathByID(1).stats.DataIn - before; got != 0 {
+		t.Fatalf("standby path carried %d data packets", got)
+	}
+	if snk.count != 2000 {
+		t.Fatalf("delivered %d", snk.count)
+	}
+}
+
+func TestNATRebinding(t *testing.T) {
+	h, c := openHarness(t, 61, 1, harnessConfig{})
+	snk := newSink()
+	h.onDeliver = func(side int, _ *Conn, b []byte) {
+		if side == sideServer {
+			snk.deliver(b)
+		}
+	}
+	src := &source{h: h, c: c, side: sideClient, total: 3000, size: 500, period: time.Millisecond, perTick: 2}
+	src.start()
+	h.run(500 * time.Millisecond)
+	// The NAT in front of the client picks a new public port.
+	h.paths[0].cli = netip.AddrPortFrom(h.paths[0].cli.Addr(), 51000)
+	if !h.runUntil(20*time.Second, func() bool { return snk.count >= 3000 }) {
+		t.Fatalf("delivered %d of 3000 after rebinding", snk.count)
+	}
+	if h.countEvents(sideServer, EventPathRebind) != 1 {
+		t.Fatalf("events:\n%s", h.dumpEvents())
+	}
+	if got := h.serverConn().subflows[0].remote; got != h.paths[0].cli {
+		t.Fatalf("server sends to %v", got)
+	}
+}
+
+func TestSyncAfterSequenceJump(t *testing.T) {
+	h, c := openHarness(t, 71, 1, harnessConfig{})
+	snk := newSink()
+	h.onDeliver = func(side int, _ *Conn, b []byte) {
+		if side == sideServer {
+			snk.deliver(b)
+		}
+	}
+	// As if thousands of packets had been lost: the client's next sequence
+	// numbers are far beyond the server's window (RFC 4340 §7.5.4).
+	sf := c.subflows[0]
+	sf.gss = seqAdd(sf.gss, 5000)
+	src := &source{h: h, c: c, side: sideClient, total: 2000, size: 500, period: time.Millisecond, perTick: 2}
+	src.start()
+	if !h.runUntil(20*time.Second, func() bool { return snk.count >= 1900 }) {
+		t.Fatalf("delivered %d after the jump", snk.count)
+	}
+	ss := h.serverConn().subflows[0]
+	if ss.stats.OutOfWindow == 0 || ss.stats.SyncsOut == 0 {
+		t.Fatalf("no Sync: %+v", ss.stats)
+	}
+}
+
+func TestIdleTimeout(t *testing.T) {
+	h, c := openHarness(t, 81, 1, harnessConfig{srv: Config{IdleTimeout: 5 * time.Second}})
+	// The client vanishes: everything it sends is lost from now on.
+	lc := h.paths[0].up.Config()
+	lc.Loss = 1
+	h.paths[0].up.SetConfig(lc)
+	h.run(10 * time.Second)
+	if len(h.ep[1].Conns()) != 0 {
+		t.Fatalf("server still holds %d conns", len(h.ep[1].Conns()))
+	}
+	if h.countEvents(sideServer, EventConnClosed) != 1 || c.State() != Open {
+		t.Fatalf("client %v\n%s", c.State(), h.dumpEvents())
+	}
+}
+
+func TestAdvertiseAndWithdrawAddr(t *testing.T) {
+	h, c := openHarness(t, 52, 1, harnessConfig{links: []netsim.LinkConfig{link(20e6, 10*time.Millisecond, 0.2)}})
+	addr := netip.MustParseAddrPort("192.0.2.7:7000")
+	if err := c.AdvertiseAddr(h.sim.Now(), 5, addr); err != nil {
+		t.Fatal(err)
+	}
+	h.service(sideClient)
+	if !h.runUntil(20*time.Second, func() bool { return len(c.ctrl) == 0 }) {
+		t.Fatalf("ADDADDR not confirmed: %+v", c.ctrl)
+	}
+	var got []Event
+	for _, ev := range h.events[sideServer] {
+		if ev.Kind == EventPeerAddr {
+			got = append(got, ev)
+		}
+	}
+	if len(got) == 0 || got[0].Remote != addr || got[0].Path != 5 {
+		t.Fatalf("server events %+v", got)
+	}
+	if err := c.WithdrawAddr(h.sim.Now(), 5); err != nil {
+		t.Fatal(err)
+	}
+	h.service(sideClient)
+	if !h.runUntil(20*time.Second, func() bool { return len(c.ctrl) == 0 }) {
+		t.Fatalf("REMOVEADDR not confirmed: %+v", c.ctrl)
+	}
+	if h.countEvents(sideServer, EventPeerRemoveAddr) == 0 {
+		t.Fatalf("no remove event:\n%s", h.dumpEvents())
+	}
+	if h.ep[1].Stats().Dropped[DropBadHMAC] != 0 {
+		t.Fatal("HMAC of ADDADDR/REMOVEADDR rejected")
+	}
+}
+
+// TestPluggableComponents runs a lossy 2-path transfer with each
+// congestion controller, scheduler and reorderer registered, checking
+// that nothing is delivered twice and losses are accounted for.
+func TestPluggableComponents(t *testing.T) {
+	cases := []struct{ ccid, sched, reo string }{
+		{"ccid2", "rr", "passive"},
+		{"bbr", "srtt", "adaptive"},
+		{"mpdccp-window", "mpdccp-rr", "mpdccp-passive"},
+		{"ccid2", "redundant", "passive"},
+		{"ccid2", "otias", "fixed"},
+		{"bbr", "ecf", "equalize"},
+		{"ccid2", "priority", "adaptive"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.ccid+"/"+tc.sched+"/"+tc.reo, func(t *testing.T) {
+			cfg := Config{CCID: tc.ccid, Scheduler: tc.sched, Reorderer: tc.reo}
+			links := []netsim.LinkConfig{link(20e6, 10*time.Millisecond, 0.01), link(10e6, 25*time.Millisecond, 0.01)}
+			links[0].Queue, links[1].Queue = 32*1024, 32*1024
+			h, c := openHarness(t, 61, 2, harnessConfig{cli: cfg, srv: cfg, links: links})
+			snk := newSink()
+			h.onDeliver = func(side int, _ *Conn, b []byte) {
+				if side == sideServer {
+					snk.deliver(b)
+				}
+			}
+			total := uint64(5000)
+			src := &source{h: h, c: c, side: sideClient, total: total, size: 1000, period: time.Millisecond, perTick: 3}
+			src.start()
+			h.runUntil(60*time.Second, func() bool { return src.next >= total && c.qLen == 0 })
+			h.run(3 * time.Second)
+			if snk.dups != 0 {
+				t.Fatalf("%d duplicates delivered", snk.dups)
+			}
+			if snk.count < total*8/10 {
+				t.Fatalf("delivered only %d of %d", snk.count, total)
+			}
+			if tc.sched != "redundant" {
+				lossAccount(t, h, c, snk, src.next)
+			} else if h.serverConn().Stats().Duplicates == 0 {
+				t.Fatal("redundant scheduler sent no copies")
+			}
+		})
+	}
+}
+
+func TestMandatoryUnknownOption(t *testing.T) {
+	h, c := openHarness(t, 53, 2, harnessConfig{})
+	resets := resetsSeen(h, sideServer)
+	sf := c.subflows[1]
+	hdr := wire.Header{SrcPort: sf.localPort, DstPort: sf.remotePort, Type: wire.TypeAck, Seq: sf.nextSeq(), Ack: sf.gsr}
+	var b wire.Builder
+	buf := make([]byte, 256)
+	if err := b.Begin(buf, &hdr); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Option(wire.OptMandatory, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Option(200, []byte{1, 2}); err != nil { // CCID-specific, unknown to us
+		t.Fatal(err)
+	}
+	n, err := b.Finish(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wire.SetChecksum(buf[:n], checksumAddr, checksumAddr)
+	h.ep[1].HandleDatagram(h.sim.Now(), 1, h.paths[1].cli, srvAddr.Addr(), buf[:n], 0)
+	h.service(sideServer)
+	h.run(time.Second)
+	if len(*resets) != 1 || (*resets)[0] != wire.ResetMandatoryError {
+		t.Fatalf("resets %v", *resets)
+	}
+	// Only that subflow is gone.
+	if c.State() != Open || h.openPaths(c) != 1 || h.openPaths(h.serverConn()) != 1 {
+		t.Fatalf("state %v paths %d/%d", c.State(), h.openPaths(c), h.openPaths(h.serverConn()))
+	}
+}
+
+func TestRequestBackoffAndGiveUp(t *testing.T) {
+	lc := link(10e6, 10*time.Millisecond, 1) // the server is unreachable
+	h := newHarness(t, harnessConfig{seed: 54, links: []netsim.LinkConfig{lc}})
+	var at []mono.Time
+	h.tap = func(side, path int, b []byte) bool {
+		if typ, ok := wire.PeekType(b); ok && typ == wire.TypeRequest {
+			at = append(at, h.sim.Now())
+		}
+		return true
+	}
+	c := h.dial(1)
+	h.run(5 * time.Minute)
+	if len(at) != maxRequestTries {
+		t.Fatalf("%d Requests, want %d", len(at), maxRequestTries)
+	}
+	for i := 2; i < len(at); i++ {
+		if prev, cur := at[i-1].Sub(at[i-2]), at[i].Sub(at[i-1]); cur < prev {
+			t.Fatalf("interval %d shrank: %v after %v", i, cur, prev)
+		}
+	}
+	if at[1].Sub(at[0]) != requestRTO || at[2].Sub(at[1]) != 2*requestRTO {
+		t.Fatalf("no exponential backoff: %v", at)
+	}
+	if c.State() != Closed || len(h.ep[0].Conns()) != 0 || h.countEvents(sideClient, EventConnClosed) != 1 {
+		t.Fatalf("state %v conns %d\n%s", c.State(), len(h.ep[0].Conns()), h.dumpEvents())
+	}
+}
+
+// TestChaos runs traffic both ways over 3 paths with bursty loss,
+// reordering jitter, outages and rate changes, and checks the invariants:
+// nothing delivered twice, every loss accounted for, the connection alive.
+func TestChaos(t *testing.T) {
+	if testing.Short() {
+		t.Skip("long simulation; run without -short")
+	}
+	for seed := int64(1); seed <= 3; seed++ {
+		ge := &netsim.GilbertElliott{PGoodBad: 0.01, PBadGood: 0.3, LossGood: 0.001, LossBad: 0.5}
+		links := []netsim.LinkConfig{
+			{Rate: 30e6, Delay: 15 * time.Millisecond, Jitter: 5 * time.Millisecond, Reorder: true, Queue: 64 * 1024, GE: ge},
+			{Rate: 10e6, Delay: 40 * time.Millisecond, Jitter: 20 * time.Millisecond, Queue: 32 * 1024, Loss: 0.02},
+			{Rate: 5e6, Delay: 80 * time.Millisecond, Queue: 16 * 1024, Loss: 0.05},
+		}
+		cfg := Config{KeepAlive: 300 * time.Millisecond, PathTimeout: time.Second}
+		h, c := openHarnessRetry(t, seed, links, cfg)
+		rng := rand.New(rand.NewPCG(uint64(seed), 7))
+		base := h.sim.Now()
+		for i := 0; i < 6; i++ {
+			p := rng.IntN(len(links))
+			start := base.Add(time.Duration(2+rng.IntN(30)) * time.Second)
+			end := start.Add(time.Duration(200+rng.IntN(4000)) * time.Millisecond)
+			for _, l := range []*netsim.Link{h.paths[p].up, h.paths[p].down} {
+				lc := l.Config()
+				lc.Outages = append(lc.Outages, netsim.Outage{Start: start, End: end})
+				l.SetConfig(lc)
+			}
+		}
+		h.sim.At(base.Add(10*time.Second), func() {
+			lc := h.paths[0].up.Config()
+			lc.Rate = 3e6
+			h.paths[0].up.SetConfig(lc)
+		})
+		up, down := newSink(), newSink()
+		h.onDeliver = func(side int, _ *Conn, b []byte) {
+			if side == sideServer {
+				up.deliver(b)
+			} else {
+				down.deliver(b)
+			}
+		}
+		total := uint64(20000)
+		s1 := &source{h: h, c: c, side: sideClient, total: total, size: 900, period: time.Millisecond, perTick: 1}
+		s2 := &source{h: h, c: h.serverConn(), side: sideServer, total: total, size: 1100, period: time.Millisecond, perTick: 1}
+		s1.start()
+		s2.start()
+		h.runUntil(5*time.Minute, func() bool {
+			return s1.next >= total && s2.next >= total && c.qLen == 0 && h.serverConn().qLen == 0
+		})
+		h.run(5 * time.Second)
+		if up.dups != 0 || down.dups != 0 {
+			t.Fatalf("seed %d: duplicates %d/%d", seed, up.dups, down.dups)
+		}
+		if c.State() != Open || h.serverConn().State() != Open {
+			t.Fatalf("seed %d: conn %v/%v\n%s", seed, c.State(), h.serverConn().State(), h.dumpEvents())
+		}
+		lossAccount(t, h, c, up, s1.next)
+		if up.count < total*7/10 || down.count < total*7/10 {
+			t.Fatalf("seed %d: delivered %d up, %d down of %d", seed, up.count, down.count, total)
+		}
+		t.Logf("seed %d: up %d down %d of %d; client drops %v server drops %v", seed, up.count, down.count, total,
+			h.ep[0].Stats().Dropped, h.ep[1].Stats().Dropped)
+	}
+}
+
+// openHarnessRetry is openHarness with explicit links and config on both sides.
+func openHarnessRetry(t *testing.T, seed int64, links []netsim.LinkConfig, cfg Config) (*harness, *Conn) {
+	t.Helper()
+	return openHarness(t, seed, len(links), harnessConfig{links: links, cli: cfg, srv: cfg})
+}
+
+// TestConcentratorManyClients connects 20 clients with 2 paths each to one
+// server Endpoint over an in-memory network and checks that every inner
+// packet reaches the server connection of its own client.
+func TestConcentratorManyClients(t *testing.T) {
+	const clients = 20
+	rng := rand.New(rand.NewPCG(8, 9))
+	srv, err := NewEndpoint(Config{Role: Server, Rand: seededReader{rng}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := func(cl, path int) netip.AddrPort {
+		return netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, byte(cl), byte(path), 1}), 40000)
+	}
+	var cls []*Endpoint
+	var conns []*Conn
+	for i := 0; i < clients; i++ {
+		e, err := NewEndpoint(Config{Role: Client, Rand: seededReader{rng}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err := e.Dial(0, []PathConfig{{ID: 0, Local: 0, Remote: srvAddr}, {ID: 1, Local: 1, Remote: srvAddr}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cls, conns = append(cls, e), append(conns, c)
+	}
+	got := map[*Conn]map[byte]int{}
+	buf, dbuf := make([]byte, 2048), make([]byte, 2048)
+	now := mono.Time(0)
+	pump := func() {
+		for moved := true; moved; {
+			moved = false
+			for i, e := range cls {
+				e.HandleTimer(now)
+				for {
+					tx, ok := e.PollTransmit(now, buf)
+					if !ok {
+						break
+					}
+					moved = true
+					srv.HandleDatagram(now, 0, addr(i, tx.Local), srvAddr.Addr(), buf[:tx.N], 0)
+				}
+			}
+			srv.HandleTimer(now)
+			for {
+				tx, ok := srv.PollTransmit(now, buf)
+				if !ok {
+					break
+				}
+				moved = true
+				cl, path := int(tx.Remote.Addr().As4()[1]), int(tx.Remote.Addr().As4()[2])
+				cls[cl].HandleDatagram(now, path, srvAddr, tx.Remote.Addr(), buf[:tx.N], 0)
+			}
+			for {
+				n, c, ok := srv.PollDeliver(now, dbuf)
+				if !ok {
+					break
+				}
+				if got[c] == nil {
+					got[c] = map[byte]int{}
+				}
+				got[c][dbuf[:n][0]]++
+			}
+		}
+	}
+	for step := 0; step < 200; step++ {
+		pump()
+		now = now.Add(time.Millisecond)
+	}
+	for i, c := range conns {
+		if c.State() != Open || h2paths(c) != 2 {
+			t.Fatalf("client %d: %v, %d paths", i, c.State(), h2paths(c))
+		}
+		for k := 0; k < 50; k++ {
+			c.Send(now, []byte{byte(i), byte(k)}, 0)
+		}
+	}
+	for step := 0; step < 200; step++ {
+		pump()
+		now = now.Add(time.Millisecond)
+	}
+	if len(srv.Conns()) != clients || len(got) != clients {
+		t.Fatalf("server has %d conns, %d delivering", len(srv.Conns()), len(got))
+	}
+	for c, m := range got {
+		if len(m) != 1 {
+			t.Fatalf("server conn %x got packets of several clients: %v", c.ID(), m)
+		}
+		for _, n := range m {
+			if n != 50 {
+				t.Fatalf("server conn %x got %d packets, want 50", c.ID(), n)
+			}
+		}
+	}
+}
+
+func h2paths(c *Conn) int {
+	n := 0
+	for _, sf := range c.subflows {
+		if sf.state == sfOpen {
+			n++
+		}
+	}
+	return n
+}

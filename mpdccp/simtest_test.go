@@ -55,7 +55,7 @@ type harness struct {
 	// onDeliver gets every inner packet delivered on side.
 	onDeliver func(side int, c *Conn, b []byte)
 	// tap sees every datagram sent (side, path index); returning false drops it.
-	tap   func(side, path int, b []byte) bool
+	tap        func(side, path int, b []byte) bool
 	spins      int
 	unroutable int
 }
@@ -273,7 +273,7 @@ func (s *source) start() {
 func (s *source) tick() {
 	now := s.h.sim.Now()
 	sent := false
-	for n := 0; s.next < s.total && s.c.qLen < len(s.c.sendQ)/2 && (s.perTick == 0 || n < s.perTick); n++ {
+	for n := 0; s.next < s.total && s.c.qLen < s.h.ep[s.side].cfg.SendQueue/2 && (s.perTick == 0 || n < s.perTick); n++ {
 		binary.BigEndian.PutUint64(s.pkt, s.next)
 		if !s.c.Send(now, s.pkt, 0) {
 			break

@@ -40,6 +40,7 @@ const (
 	syncInterval     = 50 * time.Millisecond
 	rttReportEvery   = time.Second
 	lazyAckSpan      = 64
+	lazyAckInterval  = 50 * time.Millisecond
 )
 
 // featOpt is one pending feature negotiation option (RFC 4340 §6).
@@ -80,6 +81,7 @@ type subflow struct {
 	ackLazy        bool // something unacknowledged, piggyback only
 	ackDeadline    mono.Time
 	ackRatioWanted int
+	lastAckAt      mono.Time
 
 	// Feature negotiation.
 	changes        [5]featOpt // retransmitted until confirmed
@@ -425,6 +427,7 @@ func (c *Conn) build(now mono.Time, sf *subflow, buf []byte, ps *pktSpec) (Trans
 		e.cells = sf.rx.cells(e.cells[:0], max(maxc, 1))
 		if maxc > 0 && b.AckVector(0, e.cells) == nil {
 			sf.acks.add(h.Seq, h.Ack)
+			sf.lastAckAt = now
 			sf.dataSinceAck, sf.ackNow, sf.ackLazy = 0, false, false
 			sf.ackDeadline = mono.Never
 			if el := now.Sub(sf.gsrAt); el >= 100*time.Microsecond && room(6) {
@@ -438,9 +441,9 @@ func (c *Conn) build(now mono.Time, sf *subflow, buf []byte, ps *pktSpec) (Trans
 	}
 	switch {
 	case ps.typ == wire.TypeClose && sf.closeMP:
-		_ = b.MP(&wire.MPOption{Type: wire.MPClose, KeyData: c.peerKey[:c.keyLen]})
+		_ = b.MP(&wire.MPOption{Type: wire.MPClose, KeyData: c.keys.peerKey()})
 	case ps.typ == wire.TypeReset && sf.resetMPFast:
-		_ = b.MP(&wire.MPOption{Type: wire.MPFastClose, KeyData: c.peerKey[:c.keyLen]})
+		_ = b.MP(&wire.MPOption{Type: wire.MPFastClose, KeyData: c.keys.peerKey()})
 	}
 	n, err := b.Finish(ps.payload)
 	if err != nil {
@@ -466,30 +469,30 @@ func (c *Conn) build(now mono.Time, sf *subflow, buf []byte, ps *pktSpec) (Trans
 }
 
 func (c *Conn) putKey(b *wire.Builder) {
-	var keys [1 + 64]byte
-	keys[0] = c.keyType
-	n := copy(keys[1:], c.localKey[:c.keyLen])
-	_ = b.MP(&wire.MPOption{Type: wire.MPKey, Token: c.localCI, Keys: keys[:1+n]})
+	var buf [1 + 4*(1+maxKeyLen)]byte
+	var keys []byte
+	if c.keys.ks == nil {
+		keys = c.keys.appendOffer(buf[:0]) // client Request: every key type
+	} else {
+		keys = c.keys.appendChosen(buf[:0])
+	}
+	_ = b.MP(&wire.MPOption{Type: wire.MPKey, Token: c.localCI, Keys: keys})
 }
 
 // joinHMAC computes the MP_HMAC of a join: HMAC-SHA256 over the nonces
-// keyed with the sender's derived key (own key || peer key), RFC 9897.
+// (sender's first) keyed with the sender's derived key, RFC 9897.
 func (c *Conn) joinHMAC(dst *[20]byte, local bool, sf *subflow) {
-	var dkey [2 * 64]byte
+	var dkey [2 * maxKeyLen]byte
 	var msg [8]byte
 	if local {
-		n := copy(dkey[:], c.localKey[:c.keyLen])
-		n += copy(dkey[n:], c.peerKey[:c.keyLen])
 		binary.BigEndian.PutUint32(msg[0:], sf.nonceLocal)
 		binary.BigEndian.PutUint32(msg[4:], sf.noncePeer)
-		wire.HMAC(dst, dkey[:n], msg[:])
+		wire.HMAC(dst, c.keys.ownDKey(dkey[:0]), msg[:])
 		return
 	}
-	n := copy(dkey[:], c.peerKey[:c.keyLen])
-	n += copy(dkey[n:], c.localKey[:c.keyLen])
 	binary.BigEndian.PutUint32(msg[0:], sf.noncePeer)
 	binary.BigEndian.PutUint32(msg[4:], sf.nonceLocal)
-	wire.HMAC(dst, dkey[:n], msg[:])
+	wire.HMAC(dst, c.keys.peerDKey(dkey[:0]), msg[:])
 }
 
 func (c *Conn) putJoinHMAC(b *wire.Builder, sf *subflow) {

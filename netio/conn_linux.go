@@ -194,7 +194,7 @@ func (c *Conn) setPostBind(fd int, cfg SocketConfig) error {
 	}
 	// Optional features: their absence is not an error.
 	_ = unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RXQ_OVFL, 1)
-	if !cfg.DisableGSO {
+	if !cfg.DisableGSO && !gsoBroken(kernelRelease()) {
 		if _, err := unix.GetsockoptInt(fd, unix.SOL_UDP, unix.UDP_SEGMENT); err == nil {
 			c.gso.Store(true)
 		}
@@ -452,7 +452,7 @@ func (c *Conn) readGRO(msgs []Message) (int, error) {
 // returns the TOS byte and the GRO segment size (0 if none).
 func (c *Conn) parseRecvOOB(i int) (tos uint8, seg int) {
 	h := &c.r.hdrs[i].hdr
-	oob := c.r.oob[i*recvOOBSize : i*recvOOBSize+int(h.Controllen)]
+	oob := c.r.oob[i*recvOOBSize : i*recvOOBSize+min(int(h.Controllen), recvOOBSize)]
 	for len(oob) >= unix.SizeofCmsghdr {
 		cm := (*unix.Cmsghdr)(unsafe.Pointer(&oob[0]))
 		if int(cm.Len) < unix.SizeofCmsghdr || int(cm.Len) > len(oob) {
@@ -635,4 +635,37 @@ func htons(p uint16) uint16 {
 	b := (*[2]byte)(unsafe.Pointer(&out))
 	b[0], b[1] = byte(p>>8), byte(p)
 	return out
+}
+
+func kernelRelease() string {
+	var u unix.Utsname
+	if unix.Uname(&u) != nil {
+		return ""
+	}
+	return unix.ByteSliceToString(u.Release[:])
+}
+
+// gsoBroken reports kernels whose UDP GSO mangles UDP headers and checksums
+// when all segments have the same length: the bug came with 7.0-rc1 and was
+// fixed in 7.1-rc5 (see tailscale commit 8b58bd6c). Equal segments are
+// what mptun sends, so GSO stays off there.
+func gsoBroken(release string) bool {
+	var major, minor int
+	var rest string
+	if n, _ := fmt.Sscanf(release, "%d.%d%s", &major, &minor, &rest); n < 2 {
+		return false
+	}
+	if major != 7 {
+		return false
+	}
+	if minor == 0 {
+		return true
+	}
+	if minor == 1 {
+		var rc int
+		if _, err := fmt.Sscanf(rest, "-rc%d", &rc); err == nil && rc < 5 {
+			return true
+		}
+	}
+	return false
 }

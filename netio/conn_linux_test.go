@@ -270,3 +270,29 @@ func BenchmarkRoundTrip(b *testing.B) {
 		})
 	}
 }
+
+// The concentrator example listens on 0.0.0.0:P and [::]:P; that needs
+// IPV6_V6ONLY on the IPv6 socket.
+func TestDualStackSamePort(t *testing.T) {
+	v4, err := Open(SocketConfig{Local: netip.MustParseAddrPort("0.0.0.0:0")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer v4.Close()
+	v6, err := Open(SocketConfig{Local: netip.AddrPortFrom(netip.IPv6Unspecified(), v4.LocalAddr().Port())})
+	if err != nil {
+		t.Fatalf("[::]:%d next to 0.0.0.0:%d: %v", v4.LocalAddr().Port(), v4.LocalAddr().Port(), err)
+	}
+	v6.Close()
+}
+
+func TestGSOBrokenKernels(t *testing.T) {
+	for release, want := range map[string]bool{
+		"6.18.44-fc-v657": false, "7.0.0": true, "7.0.3-arch1": true, "7.0-rc1": true,
+		"7.1-rc3": true, "7.1-rc5": false, "7.1.0": false, "7.2.1": false, "5.15.0-91-generic": false, "": false,
+	} {
+		if got := gsoBroken(release); got != want {
+			t.Errorf("gsoBroken(%q) = %v, want %v", release, got, want)
+		}
+	}
+}

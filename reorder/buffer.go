@@ -96,6 +96,7 @@ type pathState struct {
 	lastAt   mono.Time
 	rttOWD   time.Duration // one-way delay estimate from RTTs (RTT/2)
 	late     winMax        // how late this path's packets fill gaps
+	lateAvg  time.Duration // smoothed lateness, for equalize
 
 	fifo       []fifoEntry // ring, len is a power of two
 	head, tail uint64
@@ -151,7 +152,7 @@ func newBuffer(name string, m mode, c Config) *buffer {
 		slots:    make([]slot, n),
 		pastBits: make([]uint64, (n+63)/64),
 		pastOpen: make([]mono.Time, n),
-		ready:    make([]Item, n),
+		ready:    make([]Item, n+maxLateQueued),
 		deadline: mono.Never,
 	}
 	for i := range b.slots {
@@ -171,10 +172,12 @@ func (b *buffer) Stats() Stats {
 	return s
 }
 
+// maxPaths bounds per-path state: path ids index a small table, and a
+// bogus id must not make the reorderer allocate.
+const maxPaths = 64
+
 func (b *buffer) path(id int) *pathState {
-	if id < 0 {
-		id = 0
-	}
+	id = max(0, min(id, maxPaths-1))
 	if id >= len(b.paths) {
 		b.paths = append(b.paths, make([]pathState, id+1-len(b.paths))...)
 	}
@@ -240,16 +243,21 @@ func (b *buffer) holdFor(now mono.Time, p *pathState) (release, expire time.Dura
 		return 0, min(h, b.cfg.MaxHold)
 	}
 	// Equalize: hold p's packets by how much faster p is than the slowest
-	// active path, by RTT and by observed lateness.
+	// active path: by RTT when known, else by the smoothed lateness with
+	// which the paths fill each other's gaps. Smoothed rather than maximum
+	// values, because every packet of the fast path pays this hold.
 	var maxOWD, maxLate time.Duration
 	for i := range b.paths {
 		q := &b.paths[i]
 		if b.activePath(q, now) || q == p {
 			maxOWD = max(maxOWD, q.rttOWD)
-			maxLate = max(maxLate, q.late.get(now))
+			maxLate = max(maxLate, q.lateAvg)
 		}
 	}
-	eq := max(maxOWD-p.rttOWD, maxLate-p.late.get(now))
+	eq := maxLate - p.lateAvg
+	if p.rttOWD > 0 {
+		eq = maxOWD - p.rttOWD
+	}
 	eq = min(eq, b.cfg.MaxHold)
 	return eq, min(eq+b.margin(), b.cfg.MaxHold)
 }
@@ -269,13 +277,15 @@ func (b *buffer) markPast(seq uint64, delivered bool, open mono.Time) {
 	b.pastOpen[i] = open
 }
 
-func (b *buffer) pushReady(it Item) bool {
-	if b.rTail-b.rHead >= uint64(len(b.ready)) {
-		return false
-	}
-	b.ready[b.rTail&b.mask] = it
+// maxLateQueued bounds late packets waiting in the ready queue; the
+// engine pops after every push, so more means nobody is popping.
+const maxLateQueued = 64
+
+// pushReady queues it for delivery ahead of the window. The ready queue has
+// room for a whole window plus the late packets, so a flush never fails.
+func (b *buffer) pushReady(it Item) {
+	b.ready[b.rTail%uint64(len(b.ready))] = it
 	b.rTail++
-	return true
 }
 
 // Push offers a received packet.
@@ -312,7 +322,7 @@ func (b *buffer) Push(now mono.Time, it Item) bool {
 	if seqDiff(seq, b.highest) > 0 {
 		// Every seq jumped over is now a gap, open since now.
 		g := (b.highest + 1) & seqMask
-		if seqDiff(g, b.next) < 0 {
+		if d := seqDiff(g, b.next); d < 0 || d >= int64(len(b.slots)) {
 			g = b.next
 		}
 		for ; g != seq; g = (g + 1) & seqMask {
@@ -344,6 +354,7 @@ func (b *buffer) sampleLate(now mono.Time, p *pathState, v time.Duration) {
 	}
 	p.late.add(now, v)
 	b.lateAll.add(now, v)
+	p.lateAvg += (v - p.lateAvg) / 16
 }
 
 // pushLate handles a packet older than the next expected one.
@@ -362,10 +373,11 @@ func (b *buffer) pushLate(now mono.Time, p *pathState, it Item, d int64) bool {
 		b.sampleLate(now, p, now.Sub(open))
 	}
 	b.markPast(it.Seq, true, noTime) // a second copy is a duplicate
-	if b.cfg.DropLate || !b.pushReady(it) {
+	if b.cfg.DropLate || b.rTail-b.rHead >= maxLateQueued {
 		b.stats.LateDropped++
 		return false
 	}
+	b.pushReady(it)
 	b.refresh(now)
 	return true
 }
@@ -376,7 +388,7 @@ func (b *buffer) flushFarAhead(seq uint64) {
 	for b.buffered > 0 {
 		sl := &b.slots[b.next&b.mask]
 		if sl.used && sl.it.Seq == b.next {
-			b.pushReady(sl.it) // cannot fail: ready is as large as the window
+			b.pushReady(sl.it)
 			b.buffered--
 			sl.used = false
 			sl.it = Item{}
@@ -391,12 +403,14 @@ func (b *buffer) flushFarAhead(seq uint64) {
 	if jump := seqDiff(seq, b.next) - int64(len(b.slots)) + 1; jump > 0 {
 		b.stats.GapsSkipped += uint64(jump)
 		b.stats.Overflow += uint64(jump)
-		clear(b.pastBits) // nothing known about the seqs jumped over
+		// Nothing was received of the seqs jumped over.
+		for i := int64(0); i < min(jump, int64(len(b.slots))); i++ {
+			b.markPast(b.next+uint64(jump-1-i), false, noTime)
+		}
 		b.next = (b.next + uint64(jump)) & seqMask
 	}
-	if seqDiff(b.highest, b.next) < 0 {
-		b.highest = (b.next - 1) & seqMask
-	}
+	// Nothing is held: everything received is below next.
+	b.highest = (b.next - 1) & seqMask
 	b.releasing = false
 }
 
@@ -459,7 +473,12 @@ func (b *buffer) refresh(now mono.Time) {
 			continue
 		}
 		n := uint64(len(p.fifo))
-		for p.head != p.tail && !b.held(p.fifo[p.head&(n-1)].seq) {
+		// Drop delivered packets, and expired ones already released.
+		for p.head != p.tail {
+			e := p.fifo[p.head&(n-1)]
+			if b.held(e.seq) && !(b.releasing && seqDiff(e.seq, b.releaseTo) <= 0) {
+				break
+			}
 			p.head++
 		}
 		if p.head != p.tail {
@@ -470,7 +489,9 @@ func (b *buffer) refresh(now mono.Time) {
 		if sl := &b.slots[b.next&b.mask]; sl.used && sl.it.Seq == b.next && sl.releaseAt > now {
 			dl = mono.Min(dl, sl.releaseAt)
 		}
-		dl = mono.Min(dl, b.lastArrival.Add(b.cfg.IdleFlush))
+		if !b.releasing || seqDiff(b.highest, b.releaseTo) > 0 {
+			dl = mono.Min(dl, b.lastArrival.Add(b.cfg.IdleFlush))
+		}
 	}
 	b.deadline = dl
 }
@@ -513,6 +534,9 @@ func (b *buffer) lostGap(now mono.Time, sl *slot, seq uint64) bool {
 	if b.mode == modePassive || b.buffered > b.cfg.BufferLimit {
 		return true
 	}
+	if b.cfg.NoEarlyLoss {
+		return false
+	}
 	if sl.it.Seq == seq && sl.lost {
 		return true
 	}
@@ -536,8 +560,9 @@ func (b *buffer) lostGap(now mono.Time, sl *slot, seq uint64) bool {
 // Pop returns the next packet to deliver.
 func (b *buffer) Pop(now mono.Time) (Item, bool) {
 	if b.rHead != b.rTail {
-		it := b.ready[b.rHead&b.mask]
-		b.ready[b.rHead&b.mask] = Item{}
+		i := b.rHead % uint64(len(b.ready))
+		it := b.ready[i]
+		b.ready[i] = Item{}
 		b.rHead++
 		b.account(now, it)
 		return it, true

@@ -93,6 +93,9 @@ type Config struct {
 	DropLate bool
 	// IdleFlush releases everything when nothing arrived for this long.
 	IdleFlush time.Duration
+	// NoEarlyLoss turns off early loss detection (gaps then wait for
+	// their timer); for ablation studies.
+	NoEarlyLoss bool
 	// Margin is the jitter allowance added to the adaptive and equalize
 	// hold times on top of the estimated delay difference.
 	Margin time.Duration

@@ -15,8 +15,11 @@ type counters struct {
 	holds uint64
 }
 
+// maxPathID bounds per-path state; path ids are indexes in a small table.
+const maxPathID = 1023
+
 func (c *counters) pick(id int) {
-	if id < 0 {
+	if id < 0 || id > maxPathID {
 		return
 	}
 	if id >= len(c.picks) {

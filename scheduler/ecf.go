@@ -51,17 +51,20 @@ func (s *ecf) Pick(now mono.Time, paths []Path, p Packet, dst []int) []int {
 		s.waiting = false
 		return s.record(append(dst, fast.ID))
 	}
-	// Time to push the whole backlog through the fast path once its
-	// window opens, versus delivering this packet over the slow path.
+	// When would the backlog have reached the peer if it all waited for
+	// the fast path, versus this packet going over the slow path now?
+	// ECF compares round trips because TCP completes on ACKs; a tunnel
+	// packet is done when it arrives, so one-way terms (RTT/2) are used.
 	backlog := max(p.Backlog, p.Size)
 	rf, rs := rtt(fast), rtt(slow)
 	cw := max(fast.Cwnd, 1)
-	n := 1 + float64((backlog+s.mss-1)/s.mss)/float64(cw)
-	viaFast := time.Duration(n * float64(rf))
+	pkts := float64((backlog + s.mss - 1) / s.mss)
+	drain := time.Duration(pkts / float64(cw) * float64(rf))
 	if fast.PacingRate > 0 {
-		viaFast = max(viaFast, time.Duration(float64(fast.Queued+backlog)/fast.PacingRate*1e9)+rf)
+		drain = min(drain, time.Duration(float64(fast.Queued+backlog)/fast.PacingRate*1e9))
 	}
-	viaSlow := rs + max(fast.RTTVar, slow.RTTVar)
+	viaFast := drain + rf/2
+	viaSlow := rs/2 + max(fast.RTTVar, slow.RTTVar)
 	margin := 1.0
 	if s.waiting {
 		margin += s.beta

@@ -71,7 +71,7 @@ type Config struct {
 	MSS int
 	// ECFBeta is ECF's hysteresis: once it has decided to wait for the
 	// fast path it keeps waiting until the slow path is better by this
-	// fraction (default 0.25).
+	// fraction (default 0.1).
 	ECFBeta float64
 }
 
@@ -80,7 +80,7 @@ func (c Config) withDefaults() Config {
 		c.MSS = 1400
 	}
 	if c.ECFBeta <= 0 {
-		c.ECFBeta = 0.25
+		c.ECFBeta = 0.1
 	}
 	return c
 }

@@ -24,6 +24,12 @@ func Configure(name string, mtu int, addrs, routes []netip.Prefix) error {
 			return err
 		}
 	}
+	// No IPv6 link-local address: a tunnel has no use for it, and while
+	// the kernel runs DAD on it the device drops IPv6 input for up to a
+	// second or two. It also keeps router solicitations out of the tunnel.
+	if err := ip("link", "set", "dev", name, "addrgenmode", "none"); err != nil {
+		return err
+	}
 	if err := ip("link", "set", "dev", name, "up"); err != nil {
 		return err
 	}

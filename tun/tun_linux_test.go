@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -92,9 +93,23 @@ func reader(dev Device) <-chan []byte {
 
 // await returns the first packet for which match is true.
 func await(ch <-chan []byte, match func([]byte) bool) ([]byte, error) {
+	return awaitRetry(ch, match, nil)
+}
+
+// awaitRetry is await that calls resend every 200 ms, as ping does: a
+// device that has just come up may drop the first IPv6 packets while
+// addrconf sets up the interface.
+func awaitRetry(ch <-chan []byte, match func([]byte) bool, resend func()) ([]byte, error) {
 	timeout := time.After(5 * time.Second)
+	tick := time.NewTicker(200 * time.Millisecond)
+	defer tick.Stop()
+	var seen []string
 	for {
 		select {
+		case <-tick.C:
+			if resend != nil {
+				resend()
+			}
 		case p, ok := <-ch:
 			if !ok {
 				return nil, fmt.Errorf("device closed")
@@ -102,8 +117,9 @@ func await(ch <-chan []byte, match func([]byte) bool) ([]byte, error) {
 			if match(p) {
 				return p, nil
 			}
+			seen = append(seen, fmt.Sprintf("%x", p[:min(len(p), 48)]))
 		case <-timeout:
-			return nil, fmt.Errorf("timed out")
+			return nil, fmt.Errorf("timed out; saw %d other packets: %s", len(seen), strings.Join(seen, ", "))
 		}
 	}
 }
@@ -153,6 +169,10 @@ func testRealTUN(t *testing.T, cfg Config) {
 		t.Error(err)
 		return
 	}
+	if out, err := exec.Command("ip", "-6", "addr", "show", "dev", cfg.Name).CombinedOutput(); err != nil ||
+		strings.Contains(string(out), "fe80") || !strings.Contains(string(out), "fd20::1/64") {
+		t.Errorf("IPv6 addresses (want fd20::1 and no link-local): %v\n%s", err, out)
+	}
 	if mtu, err := dev.MTU(); err != nil || mtu != 1380 {
 		t.Errorf("MTU() = %d, %v; want 1380", mtu, err)
 	}
@@ -169,7 +189,9 @@ func testRealTUN(t *testing.T, cfg Config) {
 		t.Error(err)
 		return
 	}
-	p, err := await(ch, func(p []byte) bool { return len(p) >= 28 && p[0]>>4 == 4 && p[9] == 17 && bytes.Equal(p[16:20], []byte{10, 201, 0, 9}) })
+	p, err := await(ch, func(p []byte) bool {
+		return len(p) >= 28 && p[0]>>4 == 4 && p[9] == 17 && bytes.Equal(p[16:20], []byte{10, 201, 0, 9})
+	})
 	if err != nil {
 		t.Errorf("UDP into the tunnel: %v", err)
 	} else if !bytes.Equal(p[28:], []byte("hello tunnel")) {
@@ -194,21 +216,27 @@ func testRealTUN(t *testing.T, cfg Config) {
 
 	// Ping through the device, IPv4 and IPv6: the kernel answers.
 	src4, dst4 := netip.MustParseAddr("10.200.0.2"), netip.MustParseAddr("10.200.0.1")
-	if err := write(dev, icmp4Echo(src4, dst4, 7)); err != nil {
-		t.Errorf("write echo request: %v", err)
+	ping4 := func() {
+		if err := write(dev, icmp4Echo(src4, dst4, 7)); err != nil {
+			t.Errorf("write echo request: %v", err)
+		}
 	}
-	if _, err := await(ch, func(p []byte) bool {
+	ping4()
+	if _, err := awaitRetry(ch, func(p []byte) bool {
 		return len(p) >= 28 && p[0]>>4 == 4 && p[9] == 1 && p[20] == 0 && binary.BigEndian.Uint16(p[26:]) == 7
-	}); err != nil {
+	}, ping4); err != nil {
 		t.Errorf("IPv4 echo reply: %v", err)
 	}
 	src6, dst6 := netip.MustParseAddr("fd20::2"), netip.MustParseAddr("fd20::1")
-	if err := write(dev, icmp6Echo(src6, dst6, 9)); err != nil {
-		t.Errorf("write echo6 request: %v", err)
+	ping6 := func() {
+		if err := write(dev, icmp6Echo(src6, dst6, 9)); err != nil {
+			t.Errorf("write echo6 request: %v", err)
+		}
 	}
-	if _, err := await(ch, func(p []byte) bool {
+	ping6()
+	if _, err := awaitRetry(ch, func(p []byte) bool {
 		return len(p) >= 48 && p[0]>>4 == 6 && p[6] == 58 && p[40] == 129 && binary.BigEndian.Uint16(p[46:]) == 9
-	}); err != nil {
+	}, ping6); err != nil {
 		t.Errorf("IPv6 echo reply: %v", err)
 	}
 }

@@ -182,26 +182,26 @@ func TestRateQueueAndTBF(t *testing.T) {
 	from, to := start.Add(500*time.Millisecond), start.Add(dur)
 	bound := time.Duration(float64(queue) * 8 / rate * 1e9)
 	var got [2]float64
+	var p99 [2]time.Duration
 	for i, r := range results {
 		got[i] = rateIn(r, size, from, to)
 		var owd []time.Duration
 		for _, x := range r {
 			owd = append(owd, x.at.Sub(x.sent))
 		}
+		p99[i] = quantile(owd, .99)
 		t.Logf("%s: delivered %.3f Mbit/s of %.0f (offered 1.2x), %d frames, one-way delay p50 %v p99 %v max %v (delay %v + buffer/rate %v)",
-			tb.Paths[i].Spec.Name, got[i]/1e6, rate/1e6, len(r), quantile(owd, .5), quantile(owd, .99), quantile(owd, 1), delay, bound)
-		if i == 0 {
-			if math.Abs(got[i]/rate-1) > 0.02 {
-				t.Errorf("emulator delivered %.3f Mbit/s, want %.0f ± 2%%", got[i]/1e6, rate/1e6)
-			}
-			// The model's bound is checked exactly below (MaxSojourn); on
-			// the wire a frame also waits for its own serialization and for
-			// wake-ups of a shared 2-core host, so the p99 gets 2 ms slack
-			// (the max is logged: tbf shows the same tail).
-			if m := quantile(owd, .99); m > delay+bound+2*time.Millisecond {
-				t.Errorf("p99 one-way delay %v above delay+buffer/rate %v + 2 ms", m, delay+bound)
-			}
-		}
+			tb.Paths[i].Spec.Name, got[i]/1e6, rate/1e6, len(r), quantile(owd, .5), p99[i], quantile(owd, 1), delay, bound)
+	}
+	if math.Abs(got[0]/rate-1) > 0.02 {
+		t.Errorf("emulator delivered %.3f Mbit/s, want %.0f ± 2%%", got[0]/1e6, rate/1e6)
+	}
+	// The model's bound is checked exactly below (MaxSojourn). On the wire
+	// a frame also waits for its own serialization and for wake-ups on a
+	// shared 2-core host: the p99 may exceed delay+buffer/rate by 2 ms, or
+	// by as much as tbf's does in the same run (host load hits both).
+	if limit := max(delay+bound+2*time.Millisecond, p99[1]); p99[0] > limit {
+		t.Errorf("p99 one-way delay %v above %v (delay+buffer/rate+2ms, or tbf's p99 %v)", p99[0], limit, p99[1])
 	}
 	st := tb.Paths[0].Link.Stats(emu.AB)
 	t.Logf("emulator: %+v; timer lateness %s", st, tb.Paths[0].Link.TimerLateness(emu.AB))

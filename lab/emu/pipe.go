@@ -42,6 +42,9 @@ type Stats struct {
 	// Filled in by Link: frames the kernel dropped before the emulator read
 	// them (socket buffer full) and frames the egress device refused.
 	SocketDrops, SendErrors uint64
+	// Frames of MaxFrame bytes or more (truncated by the read: an offload
+	// is on somewhere), dropped.
+	DroppedOversize uint64
 }
 
 // Bin is the bytes serialized in one interval, for throughput plots.
@@ -140,6 +143,11 @@ func (p *Pipe) queueLen() int { return len(p.queue) - p.qHead }
 func (p *Pipe) Enqueue(now mono.Time, f *Frame) {
 	p.Advance(now) // serve what was due first, so f cannot use a past opportunity
 	size := len(f.Buf)
+	if size >= MaxFrame {
+		p.Stats.DroppedOversize++
+		p.PutFrame(f)
+		return
+	}
 	p.Stats.InFrames++
 	p.Stats.InBytes += uint64(size)
 	p.emit(now, '+', size, 0)

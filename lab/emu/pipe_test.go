@@ -216,3 +216,79 @@ func TestSteadyStateDoesNotAllocate(t *testing.T) {
 		t.Fatalf("%v allocations per frame", allocs)
 	}
 }
+
+// BenchmarkPipe measures the emulator model's cost per frame (enqueue,
+// serialization, delay line, pop) at a steady 50 % load.
+func BenchmarkPipe(b *testing.B) {
+	p := NewPipe(Config{Rate: 1e9, Delay: time.Millisecond, Jitter: 100 * time.Microsecond, QueueBytes: 1 << 20}, 0, 1)
+	p.BinWidth = 0
+	gap := serialization(1500, 1e9) * 2
+	now := mono.Time(0)
+	b.ReportAllocs()
+	for i := 0; i < b.N; i++ {
+		f := p.GetFrame()
+		f.Buf = f.Buf[:1500]
+		p.Enqueue(now, f)
+		now = now.Add(gap)
+		p.Advance(now)
+		for f := p.Pop(now); f != nil; f = p.Pop(now) {
+			p.PutFrame(f)
+		}
+	}
+}
+
+func TestShippedSyntheticTraceMeanRate(t *testing.T) {
+	tr, err := LoadTrace("../../configs/lab/traces/synthetic-lte-a.down")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := NewPipe(Config{Trace: tr, TraceScale: 3, QueuePackets: 200}, 0, 1)
+	// Offer more than the trace can carry for one period (60 s, outages
+	// included) and check the carried rate against the trace's mean.
+	d := drive(p, 1500, 60e6, tr.Period)
+	got := float64(p.Stats.SerializedBytes) * 8 / tr.Period.Seconds()
+	want := tr.MeanRate() * 3
+	t.Logf("trace mean %.2f Mbit/s x3 = %.2f; carried %.2f Mbit/s, %d frames", tr.MeanRate()/1e6, want/1e6, got/1e6, len(d))
+	if math.Abs(got/want-1) > 0.02 {
+		t.Fatalf("carried %.2f Mbit/s, want %.2f", got/1e6, want/1e6)
+	}
+}
+
+func TestOversizeFrameDropped(t *testing.T) {
+	p := NewPipe(Config{}, 0, 1)
+	f := p.GetFrame()
+	f.Buf = f.Buf[:MaxFrame]
+	p.Enqueue(0, f)
+	p.Advance(1)
+	if p.Pop(1) != nil || p.Stats.DroppedOversize != 1 {
+		t.Fatalf("oversize frame forwarded: %+v", p.Stats)
+	}
+}
+
+func FuzzParseTrace(f *testing.F) {
+	f.Add("1\n")
+	f.Add("0\n0\n5\n5\n5\n10\n")
+	f.Add("3\n2\n")
+	f.Add("# c\n\n7\n")
+	f.Fuzz(func(t *testing.T, s string) {
+		tr, err := ParseTrace(strings.NewReader(s))
+		if err != nil {
+			return
+		}
+		if len(tr.Opps) == 0 || tr.Period < time.Millisecond {
+			t.Fatalf("accepted trace %+v", tr)
+		}
+		for i := 1; i < len(tr.Opps); i++ {
+			if tr.Opps[i] < tr.Opps[i-1] {
+				t.Fatal("not monotonic")
+			}
+		}
+		// The opportunity search must land on an opportunity at or after d.
+		for _, d := range []time.Duration{0, tr.Period / 2, tr.Period, 3*tr.Period + 1} {
+			i := tr.firstAtOrAfter(d)
+			if tr.opp(i) < d || (i > 0 && tr.opp(i-1) >= d) {
+				t.Fatalf("firstAtOrAfter(%v) = %d (%v)", d, i, tr.opp(i))
+			}
+		}
+	})
+}

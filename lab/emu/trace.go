@@ -15,6 +15,9 @@ import (
 // TraceMTU is the bytes one Mahimahi delivery opportunity releases.
 const TraceMTU = 1500
 
+// maxTraceMs bounds a timestamp (about 24 days) so times cannot overflow.
+const maxTraceMs = 1 << 31
+
 // Trace is a Mahimahi link trace: each entry is a millisecond offset at which
 // TraceMTU bytes may leave the queue; the trace repeats with period Period.
 type Trace struct {
@@ -35,8 +38,8 @@ func ParseTrace(r io.Reader) (*Trace, error) {
 			continue
 		}
 		ms, err := strconv.ParseInt(s, 10, 64)
-		if err != nil || ms < 0 {
-			return nil, fmt.Errorf("trace line %d: %q: not a millisecond count", line, s)
+		if err != nil || ms < 0 || ms > maxTraceMs {
+			return nil, fmt.Errorf("trace line %d: %q: not a millisecond count (0..%d)", line, s, int64(maxTraceMs))
 		}
 		if ms < last {
 			return nil, fmt.Errorf("trace line %d: %d ms goes back in time (previous %d)", line, ms, last)

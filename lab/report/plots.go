@@ -115,7 +115,7 @@ func plotThroughput(run *Run, file string) error {
 }
 
 // plotOWD draws the complementary CDF of one-way delay of every peer's
-// probe on a log scale down to 1e-4 (p99.99).
+// probe on a log scale down to p99.99, or p99.999 with ≥ 10^5 samples.
 func plotOWD(r *Results, file string) (bool, error) {
 	p := plot.New()
 	p.Title.Text = r.Scenario + ": probe one-way delay, complementary CDF"
@@ -124,6 +124,12 @@ func plotOWD(r *Results, file string) (bool, error) {
 	p.Y.Scale = plot.LogScale{}
 	p.Y.Tick.Marker = plot.LogTicks{Prec: -1}
 	any := false
+	floor := 1e-4
+	for _, run := range r.Runs {
+		if run.Probe != nil && len(run.Probe.OWD) >= 100000 {
+			floor = 1e-5
+		}
+	}
 	for i, run := range r.Runs {
 		if run.Probe == nil || len(run.Probe.OWD) == 0 {
 			continue
@@ -135,7 +141,7 @@ func plotOWD(r *Results, file string) (bool, error) {
 		step := max(1, len(owd)/2000)
 		for k := 0; k < len(owd); k++ {
 			ccdf := 1 - float64(k+1)/n
-			if ccdf < 1e-4 {
+			if ccdf < floor {
 				break
 			}
 			if k%step == 0 || ccdf < 0.01 {
@@ -158,7 +164,7 @@ func plotOWD(r *Results, file string) (bool, error) {
 	if !any {
 		return false, nil
 	}
-	p.Y.Min = 1e-4
+	p.Y.Min = floor
 	p.Y.Max = 1
 	p.Legend.Top = true
 	p.Add(plotter.NewGrid())

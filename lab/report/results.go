@@ -66,6 +66,13 @@ type Run struct {
 	VoIP  *traffic.ProbeResult `json:"voip,omitempty"`
 	Web   *traffic.WebResult   `json:"web,omitempty"`
 
+	// CPU seconds used during the run by this process (emulator and
+	// generators) and by its helper processes (tunnel daemons), next to
+	// the run's length: on 2 shared cores a busy CPU is a bottleneck too.
+	CPU CPU `json:"cpu"`
+
+	PeerMetrics any `json:"peer_metrics,omitempty"`
+
 	Paths  []PathRun `json:"paths"`
 	Events []Event   `json:"events,omitempty"`
 	Checks []Check   `json:"checks"`
@@ -76,6 +83,13 @@ type Run struct {
 	GoodputBins []float64     `json:"-"` // Mbit/s per BinWidth
 	BinWidth    time.Duration `json:"-"`
 	Dir         string        `json:"-"`
+}
+
+// CPU is processor time in seconds.
+type CPU struct {
+	LabS      float64 `json:"lab_s"`
+	ChildrenS float64 `json:"children_s"`
+	WallS     float64 `json:"wall_s"`
 }
 
 // BulkSummary is the TCP bulk transfer.
@@ -226,6 +240,7 @@ func (r *Results) WriteSummary(out io.Writer) {
 		if run.VoIP != nil {
 			fmt.Fprintf(out, "%s voip: lost %d/%d, jitter %.2f ms, owd p99 %.2f ms\n", run.Peer, run.VoIP.Lost, run.VoIP.Sent, run.VoIP.JitterMs, run.VoIP.OWDms.P99)
 		}
+		fmt.Fprintf(out, "%s cpu: lab process %.1f s, helpers %.1f s over %.1f s\n", run.Peer, run.CPU.LabS, run.CPU.ChildrenS, run.CPU.WallS)
 		for _, c := range run.Checks {
 			mark := "ok  "
 			if !c.OK {

@@ -38,6 +38,13 @@ type PeerRunner interface {
 	Close() error
 }
 
+// PeerMetrics is implemented by peers that can report their own internals
+// after the traffic stops and before Close (mptun: cwnd and reorder hold
+// time per path). The value goes into results.json as peer_metrics.
+type PeerMetrics interface {
+	Metrics(ctx context.Context) (any, error)
+}
+
 var (
 	peersMu sync.Mutex
 	peers   = map[string]func() PeerRunner{}

@@ -129,6 +129,12 @@ func Build(ctx context.Context, specs []PathSpec, opt Options) (tb *Testbed, err
 		if err := tb.Cli.IP(ctx, "route", "add", "default", "via", p.SrvAddr.String(), "dev", p.Dev, "table", table); err != nil {
 			return tb, err
 		}
+		// When the device goes down its route vanishes; without this the
+		// lookup would fall through to the main table and leave by
+		// another path instead of failing.
+		if err := tb.Cli.IP(ctx, "route", "add", "unreachable", "default", "metric", "4096", "table", table); err != nil {
+			return tb, err
+		}
 		tb.Paths = append(tb.Paths, p)
 	}
 	tb.Start = mono.Now()

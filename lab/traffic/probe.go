@@ -46,7 +46,9 @@ type Quantiles struct {
 	P99   float64 `json:"p99"`
 	P999  float64 `json:"p99_9"`
 	P9999 float64 `json:"p99_99"`
-	Max   float64 `json:"max"`
+	// P99999 needs ≥ 10^5 samples to mean anything (web-load's probe).
+	P99999 float64 `json:"p99_999"`
+	Max    float64 `json:"max"`
 }
 
 // ProbeResult summarises a probe run.
@@ -365,7 +367,7 @@ func analyse(env Env, l *probeLog) ProbeResult {
 	}
 	slices.Sort(owd)
 	r.OWD = owd
-	r.OWDms = Quantiles{P50: Q(owd, .5), P90: Q(owd, .9), P99: Q(owd, .99), P999: Q(owd, .999), P9999: Q(owd, .9999), Max: Q(owd, 1)}
+	r.OWDms = Quantiles{P50: Q(owd, .5), P90: Q(owd, .9), P99: Q(owd, .99), P999: Q(owd, .999), P9999: Q(owd, .9999), P99999: Q(owd, .99999), Max: Q(owd, 1)}
 	return r
 }
 

@@ -100,7 +100,7 @@ func RunWeb(ctx context.Context, env Env, cfg WebConfig) (WebResult, error) {
 	next := mono.Now()
 	for {
 		next = next.Add(time.Duration(rng.ExpFloat64() / cfg.Rate * 1e9))
-		wait := time.Until(time.Now().Add(next.Sub(mono.Now())))
+		wait := next.Sub(mono.Now())
 		select {
 		case <-ctx.Done():
 		case <-time.After(wait):

@@ -69,6 +69,9 @@ func sameOptions(a, b []Option) bool {
 func FuzzParse(f *testing.F) {
 	addPacketSeeds(f)
 	f.Fuzz(func(t *testing.T, data []byte) {
+		if len(data) > 4096 {
+			return // larger payloads exercise nothing new
+		}
 		var p Packet
 		if err := Parse(data, &p); err != nil {
 			return
@@ -150,6 +153,9 @@ func FuzzOptions(f *testing.F) {
 	}
 	f.Add(h("01 c8 02 00 2001 29"))
 	f.Fuzz(func(t *testing.T, opts []byte) {
+		if len(opts) > MaxHeaderLen {
+			return // longer than any options area; keeps the corpus small
+		}
 		_, _ = MandatoryCheck(opts, func(o Option) bool { return o.Type&1 == 0 })
 		l, err := optionList(opts)
 		for _, o := range l {
@@ -192,7 +198,7 @@ func FuzzOptions(f *testing.F) {
 		_ = b.Begin(buf, &Header{Type: TypeData})
 		for _, o := range l {
 			if err := b.Option(o.Type, o.Data); err != nil {
-				if len(opts) > MaxHeaderLen-16 {
+				if len(opts) > MaxHeaderLen-GenericHeaderLen-3 {
 					return // the input area was longer than Data Offset allows
 				}
 				t.Fatal(err)
