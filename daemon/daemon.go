@@ -19,6 +19,7 @@ import (
 
 	"github.com/mptun/mptun/capture"
 	"github.com/mptun/mptun/ccid"
+	"github.com/mptun/mptun/ccid/aqm"
 	"github.com/mptun/mptun/config"
 	"github.com/mptun/mptun/control"
 	"github.com/mptun/mptun/datapath"
@@ -99,6 +100,7 @@ func New(cfg *config.Config, log *slog.Logger) (d *Daemon, err error) {
 		},
 		MaxPacket:   maxPacket,
 		SendQueue:   cfg.Connection.SendQueue,
+		AQM:         &aqm.Config{Disabled: !cfg.Connection.AQM, Target: cfg.Connection.AQMTarget},
 		Rand:        rand.Reader,
 		KeepAlive:   cfg.Connection.Keepalive,
 		PathTimeout: cfg.Connection.PathTimeout,

@@ -149,7 +149,7 @@ func BenchmarkSimTransfer(b *testing.B) {
 	b.ResetTimer()
 	src := &source{h: h, c: c, side: sideClient, total: uint64(b.N), size: 1200, period: time.Millisecond, perTick: 12}
 	src.start()
-	h.runUntil(time.Hour, func() bool { return src.next >= uint64(b.N) && c.qLen == 0 })
+	h.runUntil(time.Hour, func() bool { return src.next >= uint64(b.N) && c.queued() == 0 })
 	h.run(2 * time.Second)
 	b.StopTimer()
 	// Drop-tail queues lose a few packets; the rest must arrive.

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/mptun/mptun/ccid"
+	"github.com/mptun/mptun/ccid/aqm"
 	"github.com/mptun/mptun/internal/mono"
 	"github.com/mptun/mptun/mpdccp/wire"
 	"github.com/mptun/mptun/reorder"
@@ -69,10 +70,12 @@ type Conn struct {
 	pendingJoins []PathConfig
 
 	// Sending.
-	mpSeq     uint64 // next MP_SEQ
-	sendQ     []queued
-	qHead     int
-	qLen      int
+	mpSeq uint64 // next MP_SEQ
+	// sendQ holds inner packets waiting for a window, under CoDel (or a
+	// plain FIFO); head is the packet taken from it for scheduling.
+	sendQ     *aqm.Queue
+	head      queued
+	hasHead   bool
 	pend      queued // a packet with copies still to send (redundant schedulers)
 	pendSeq   uint64
 	pendPaths []int
@@ -99,7 +102,7 @@ type Conn struct {
 	// PollTransmit and HandleTimer.
 	dl      mono.Time
 	dlValid bool
-	stats       connCounters
+	stats   connCounters
 }
 
 type ctrlKey struct {
@@ -146,6 +149,7 @@ type ConnStats struct {
 	Reorder   reorder.Stats
 	Scheduler scheduler.Stats
 	Queued    int
+	AQM       aqm.Stats
 	connCounters
 }
 
@@ -159,7 +163,10 @@ func (c *Conn) State() ConnState { return c.state }
 // Stats returns a snapshot (it allocates; not for the data path).
 func (c *Conn) Stats() ConnStats {
 	s := ConnStats{State: c.state, LocalCI: c.localCI, PeerCI: c.peerCI, Reorder: c.reo.Stats(),
-		Scheduler: c.sched.Stats(), Queued: c.qLen, connCounters: c.stats}
+		Scheduler: c.sched.Stats(), Queued: c.queued(), connCounters: c.stats}
+	if c.sendQ != nil {
+		s.AQM = c.sendQ.Stats()
+	}
 	for _, sf := range c.subflows {
 		s.Paths = append(s.Paths, PathStats{ID: sf.id, State: sf.state.String(), Failed: sf.failed, Join: sf.join,
 			Local: sf.local, LocalAddr: sf.localAddr, Remote: sf.remote, Prio: sf.prio, CCID: sf.cc.Name(),
@@ -182,26 +189,65 @@ func (c *Conn) Send(now mono.Time, pkt []byte, class int) bool {
 	if c.sendQ == nil {
 		// Allocated on first use, so that half-open connections (a Request
 		// flood) stay small.
-		c.sendQ = make([]queued, c.ep.cfg.SendQueue)
-	}
-	if c.qLen == len(c.sendQ) {
-		c.stats.QueueDrops++
-		return false
+		cfg := aqm.Config{Disabled: true}
+		if c.ep.cfg.AQM != nil {
+			cfg = *c.ep.cfg.AQM
+		}
+		cfg.Limit = c.ep.cfg.SendQueue
+		cfg.Drop = c.ep.pool.put
+		c.sendQ = aqm.New(cfg)
 	}
 	b := c.ep.pool.get()
 	n := copy(b, pkt)
-	c.sendQ[(c.qHead+c.qLen)%len(c.sendQ)] = queued{b: b, n: n, class: class}
-	c.qLen++
+	if !c.sendQ.Enqueue(now, b[:n]) {
+		c.stats.QueueDrops++
+		return false
+	}
+	return true
+}
+
+// queued is the number of inner packets waiting to be sent.
+func (c *Conn) queued() int {
+	n := 0
+	if c.sendQ != nil {
+		n = c.sendQ.Len()
+	}
+	if c.hasHead {
+		n++
+	}
+	return n
+}
+
+// takeHead makes the oldest queued packet the head to schedule; CoDel
+// decides here (at dequeue) whether it is marked CE or dropped.
+func (c *Conn) takeHead(now mono.Time) bool {
+	if c.hasHead {
+		return true
+	}
+	if c.sendQ == nil {
+		return false
+	}
+	p, ok := c.sendQ.Dequeue(now)
+	if !ok {
+		return false
+	}
+	c.head = queued{b: p[:cap(p)], n: len(p)}
+	c.hasHead = true
 	return true
 }
 
 func (c *Conn) releaseBuffers() {
-	for c.qLen > 0 {
-		q := c.sendQ[c.qHead]
-		c.sendQ[c.qHead] = queued{}
-		c.qHead = (c.qHead + 1) % len(c.sendQ)
-		c.qLen--
-		c.ep.pool.put(q.b)
+	if c.hasHead {
+		c.ep.pool.put(c.head.b)
+		c.head, c.hasHead = queued{}, false
+	}
+	for c.sendQ != nil {
+		// At time 0 every sojourn is "negative": CoDel drops nothing.
+		p, ok := c.sendQ.Dequeue(0)
+		if !ok {
+			break
+		}
+		c.ep.pool.put(p)
 	}
 	if c.pend.b != nil {
 		c.ep.pool.put(c.pend.b)
@@ -263,6 +309,7 @@ func (c *Conn) pathByID(id int) *subflow {
 }
 
 func (c *Conn) newSubflow(now mono.Time, p PathConfig, join bool) (*subflow, error) {
+	c.touch()
 	e := c.ep
 	name := e.ccidName
 	if p.CCID != "" {

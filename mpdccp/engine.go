@@ -42,6 +42,7 @@ import (
 	"time"
 
 	"github.com/mptun/mptun/ccid"
+	"github.com/mptun/mptun/ccid/aqm"
 	"github.com/mptun/mptun/internal/mono"
 	"github.com/mptun/mptun/mpdccp/wire"
 	"github.com/mptun/mptun/reorder"
@@ -76,9 +77,13 @@ type Config struct {
 	Scheduler   string // default "rr"
 	Reorderer   string // default "passive"
 	Reorder     reorder.Config
-	MaxSubflows int           // server side limit per connection, default 8
-	MaxPacket   int           // max DCCP packet (UDP payload) size, default 1452
-	SendQueue   int           // inner packets queued per connection, default 1024
+	MaxSubflows int // server side limit per connection, default 8
+	MaxPacket   int // max DCCP packet (UDP payload) size, default 1452
+	SendQueue   int // inner packets queued per connection, default 1024
+	// AQM, when set, manages the send queue (CoDel marking CE on ECT inner
+	// packets, dropping Not-ECT ones); nil keeps a drop-tail FIFO. Limit
+	// and Drop are set by the engine.
+	AQM         *aqm.Config
 	Rand        io.Reader     // keys, nonces, ISS, initial MP_SEQ; default crypto/rand
 	KeepAlive   time.Duration // probe an idle subflow, default 1 s
 	PathTimeout time.Duration // subflow failed after this long without a packet, default 3 s

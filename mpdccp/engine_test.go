@@ -150,7 +150,7 @@ func TestTransferWithLossAccounted(t *testing.T) {
 	}
 	src := &source{h: h, c: c, side: sideClient, total: total, size: 1200, period: time.Millisecond}
 	src.start()
-	h.runUntil(300*time.Second, func() bool { return src.next >= total && c.qLen == 0 })
+	h.runUntil(300*time.Second, func() bool { return src.next >= total && c.queued() == 0 })
 	h.run(3 * time.Second)
 	if snk.dups != 0 {
 		t.Fatalf("%d duplicates delivered", snk.dups)

@@ -466,7 +466,7 @@ func TestPluggableComponents(t *testing.T) {
 			total := uint64(5000)
 			src := &source{h: h, c: c, side: sideClient, total: total, size: 1000, period: time.Millisecond, perTick: 3}
 			src.start()
-			h.runUntil(60*time.Second, func() bool { return src.next >= total && c.qLen == 0 })
+			h.runUntil(60*time.Second, func() bool { return src.next >= total && c.queued() == 0 })
 			h.run(3 * time.Second)
 			if snk.dups != 0 {
 				t.Fatalf("%d duplicates delivered", snk.dups)
@@ -591,7 +591,7 @@ func TestChaos(t *testing.T) {
 		s1.start()
 		s2.start()
 		h.runUntil(5*time.Minute, func() bool {
-			return s1.next >= total && s2.next >= total && c.qLen == 0 && h.serverConn().qLen == 0
+			return s1.next >= total && s2.next >= total && c.queued() == 0 && h.serverConn().queued() == 0
 		})
 		h.run(5 * time.Second)
 		if up.dups != 0 || down.dups != 0 {
@@ -615,91 +615,112 @@ func openHarnessRetry(t *testing.T, seed int64, links []netsim.LinkConfig, cfg C
 	return openHarness(t, seed, len(links), harnessConfig{links: links, cli: cfg, srv: cfg})
 }
 
-// TestConcentratorManyClients connects 20 clients with 2 paths each to one
-// server Endpoint over an in-memory network and checks that every inner
-// packet reaches the server connection of its own client.
-func TestConcentratorManyClients(t *testing.T) {
-	const clients = 20
+// concentrator is one server Endpoint and many client Endpoints with 2
+// paths each, joined by an in-memory network without delay.
+type concentrator struct {
+	srv       *Endpoint
+	cls       []*Endpoint
+	conns     []*Conn
+	got       map[*Conn]map[byte]int
+	buf, dbuf []byte
+	now       mono.Time
+}
+
+func concAddr(cl, path int) netip.AddrPort {
+	return netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, byte(cl >> 8), byte(cl), byte(path + 1)}), 40000)
+}
+
+func newConcentrator(tb testing.TB, clients int) *concentrator {
 	rng := rand.New(rand.NewPCG(8, 9))
-	srv, err := NewEndpoint(Config{Role: Server, Rand: seededReader{rng}})
-	if err != nil {
-		t.Fatal(err)
+	k := &concentrator{got: map[*Conn]map[byte]int{}, buf: make([]byte, 2048), dbuf: make([]byte, 2048)}
+	var err error
+	if k.srv, err = NewEndpoint(Config{Role: Server, Rand: seededReader{rng}, MaxConns: clients}); err != nil {
+		tb.Fatal(err)
 	}
-	addr := func(cl, path int) netip.AddrPort {
-		return netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, byte(cl), byte(path), 1}), 40000)
-	}
-	var cls []*Endpoint
-	var conns []*Conn
 	for i := 0; i < clients; i++ {
 		e, err := NewEndpoint(Config{Role: Client, Rand: seededReader{rng}})
 		if err != nil {
-			t.Fatal(err)
+			tb.Fatal(err)
 		}
 		c, err := e.Dial(0, []PathConfig{{ID: 0, Local: 0, Remote: srvAddr}, {ID: 1, Local: 1, Remote: srvAddr}})
 		if err != nil {
-			t.Fatal(err)
+			tb.Fatal(err)
 		}
-		cls, conns = append(cls, e), append(conns, c)
+		k.cls, k.conns = append(k.cls, e), append(k.conns, c)
 	}
-	got := map[*Conn]map[byte]int{}
-	buf, dbuf := make([]byte, 2048), make([]byte, 2048)
-	now := mono.Time(0)
-	pump := func() {
-		for moved := true; moved; {
-			moved = false
-			for i, e := range cls {
-				e.HandleTimer(now)
-				for {
-					tx, ok := e.PollTransmit(now, buf)
-					if !ok {
-						break
-					}
-					moved = true
-					srv.HandleDatagram(now, 0, addr(i, tx.Local), srvAddr.Addr(), buf[:tx.N], 0)
-				}
+	for step := 0; step < 50; step++ {
+		k.pump()
+		k.now = k.now.Add(time.Millisecond)
+	}
+	for i, c := range k.conns {
+		if c.State() != Open || h2paths(c) != 2 {
+			tb.Fatalf("client %d: %v, %d paths", i, c.State(), h2paths(c))
+		}
+	}
+	return k
+}
+
+func (k *concentrator) pump() {
+	for moved := true; moved; {
+		moved = false
+		for i, e := range k.cls {
+			if e.Deadline() <= k.now {
+				e.HandleTimer(k.now)
 			}
-			srv.HandleTimer(now)
 			for {
-				tx, ok := srv.PollTransmit(now, buf)
+				tx, ok := e.PollTransmit(k.now, k.buf)
 				if !ok {
 					break
 				}
 				moved = true
-				cl, path := int(tx.Remote.Addr().As4()[1]), int(tx.Remote.Addr().As4()[2])
-				cls[cl].HandleDatagram(now, path, srvAddr, tx.Remote.Addr(), buf[:tx.N], 0)
+				k.srv.HandleDatagram(k.now, 0, concAddr(i, tx.Local), srvAddr.Addr(), k.buf[:tx.N], 0)
 			}
-			for {
-				n, c, ok := srv.PollDeliver(now, dbuf)
-				if !ok {
-					break
-				}
-				if got[c] == nil {
-					got[c] = map[byte]int{}
-				}
-				got[c][dbuf[:n][0]]++
+		}
+		if k.srv.Deadline() <= k.now {
+			k.srv.HandleTimer(k.now)
+		}
+		for {
+			tx, ok := k.srv.PollTransmit(k.now, k.buf)
+			if !ok {
+				break
 			}
+			moved = true
+			a := tx.Remote.Addr().As4()
+			cl, path := int(a[1])<<8|int(a[2]), int(a[3])-1
+			k.cls[cl].HandleDatagram(k.now, path, srvAddr, tx.Remote.Addr(), k.buf[:tx.N], 0)
+		}
+		for {
+			n, c, ok := k.srv.PollDeliver(k.now, k.dbuf)
+			if !ok {
+				break
+			}
+			if k.got[c] == nil {
+				k.got[c] = map[byte]int{}
+			}
+			k.got[c][k.dbuf[:n][0]]++
+		}
+	}
+}
+
+// TestConcentratorManyClients connects 20 clients with 2 paths each to one
+// server Endpoint and checks that every inner packet reaches the server
+// connection of its own client.
+func TestConcentratorManyClients(t *testing.T) {
+	const clients = 20
+	k := newConcentrator(t, clients)
+	for i, c := range k.conns {
+		for j := 0; j < 50; j++ {
+			c.Send(k.now, []byte{byte(i), byte(j)}, 0)
 		}
 	}
 	for step := 0; step < 200; step++ {
-		pump()
-		now = now.Add(time.Millisecond)
+		k.pump()
+		k.now = k.now.Add(time.Millisecond)
 	}
-	for i, c := range conns {
-		if c.State() != Open || h2paths(c) != 2 {
-			t.Fatalf("client %d: %v, %d paths", i, c.State(), h2paths(c))
-		}
-		for k := 0; k < 50; k++ {
-			c.Send(now, []byte{byte(i), byte(k)}, 0)
-		}
+	if len(k.srv.Conns()) != clients || len(k.got) != clients {
+		t.Fatalf("server has %d conns, %d delivering", len(k.srv.Conns()), len(k.got))
 	}
-	for step := 0; step < 200; step++ {
-		pump()
-		now = now.Add(time.Millisecond)
-	}
-	if len(srv.Conns()) != clients || len(got) != clients {
-		t.Fatalf("server has %d conns, %d delivering", len(srv.Conns()), len(got))
-	}
-	for c, m := range got {
+	for c, m := range k.got {
 		if len(m) != 1 {
 			t.Fatalf("server conn %x got packets of several clients: %v", c.ID(), m)
 		}
@@ -708,6 +729,24 @@ func TestConcentratorManyClients(t *testing.T) {
 				t.Fatalf("server conn %x got %d packets, want 50", c.ID(), n)
 			}
 		}
+	}
+}
+
+// BenchmarkServerIdleConns is the cost of the driver loop's Deadline and
+// PollTransmit on a server holding 500 open, idle connections.
+func BenchmarkServerIdleConns(b *testing.B) {
+	k := newConcentrator(b, 500)
+	now := k.now
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if k.srv.Deadline() <= now {
+			k.srv.HandleTimer(now)
+		}
+		if _, ok := k.srv.PollTransmit(now, k.buf); ok {
+			b.Fatal("idle server transmitted")
+		}
+		now = now.Add(time.Microsecond)
 	}
 }
 

@@ -273,7 +273,7 @@ func (s *source) start() {
 func (s *source) tick() {
 	now := s.h.sim.Now()
 	sent := false
-	for n := 0; s.next < s.total && s.c.qLen < s.h.ep[s.side].cfg.SendQueue/2 && (s.perTick == 0 || n < s.perTick); n++ {
+	for n := 0; s.next < s.total && s.c.queued() < s.h.ep[s.side].cfg.SendQueue/2 && (s.perTick == 0 || n < s.perTick); n++ {
 		binary.BigEndian.PutUint64(s.pkt, s.next)
 		if !s.c.Send(now, s.pkt, 0) {
 			break

@@ -70,6 +70,7 @@ type Link struct {
 	// departures holds the serialization end time and size of every packet
 	// still queued or being serialized, oldest first.
 	departures  []departure
+	head        int // departures[:head] have left
 	queued      int
 	busyUntil   mono.Time
 	lastArrival mono.Time
@@ -99,14 +100,16 @@ func (l *Link) Stats() LinkStats { return l.stats }
 
 func (l *Link) drain() {
 	now := l.sim.now
-	i := 0
-	for i < len(l.departures) && l.departures[i].at <= now {
-		l.queued -= l.departures[i].size
-		i++
+	for l.head < len(l.departures) && l.departures[l.head].at <= now {
+		l.queued -= l.departures[l.head].size
+		l.head++
 	}
-	if i > 0 {
-		n := copy(l.departures, l.departures[i:])
+	// Compact only when most of the slice is spent, so a deep queue costs
+	// amortised O(1) per packet rather than a copy per Send.
+	if l.head > 64 && l.head*2 > len(l.departures) {
+		n := copy(l.departures, l.departures[l.head:])
 		l.departures = l.departures[:n]
+		l.head = 0
 	}
 }
 

@@ -1,0 +1,237 @@
+// SPDX-License-Identifier: MIT
+
+// Package aqm bounds a tunnel's send queue by sojourn time. When the tunnel
+// cannot send as fast as the TUN device delivers, inner packets wait in the
+// connection's queue; CoDel (RFC 8289) decides when the wait is a standing
+// queue and then marks CE on ECN-capable inner packets, so inner TCP/QUIC
+// learn of congestion within one of their RTTs, and drops only Not-ECT ones.
+//
+// It is pure logic over raw inner IP packets ([]byte) and a caller-supplied
+// clock; it neither allocates per packet nor keeps a goroutine.
+package aqm
+
+import (
+	"math"
+	"time"
+
+	"github.com/mptun/mptun/internal/mono"
+)
+
+// Config parameterises a Queue. The zero value gets RFC 8289's defaults.
+type Config struct {
+	// Target is the acceptable standing sojourn time (default 5 ms).
+	Target time.Duration
+	// Interval is how long the sojourn time may stay above Target before
+	// CoDel acts; about a worst-case inner RTT (default 100 ms).
+	Interval time.Duration
+	// Limit caps the queue in packets (default 1024) and LimitBytes in bytes
+	// (default 0 = no byte limit). Arrivals beyond either are tail-dropped.
+	Limit      int
+	LimitBytes int
+	// MTU: with at most this many bytes queued CoDel never acts (default 1500).
+	MTU int
+	// NoECN drops instead of marking, even for ECT packets.
+	NoECN bool
+	// Disabled turns the queue into a plain drop-tail FIFO (for comparison).
+	Disabled bool
+	// Drop, if set, receives every packet the queue drops, so the caller can
+	// return its buffer to a pool.
+	Drop func(pkt []byte)
+}
+
+// Stats counts what the queue did.
+type Stats struct {
+	Enqueued, Dequeued uint64
+	Marked             uint64 // CE marks set by CoDel
+	Dropped            uint64 // CoDel drops (Not-ECT, or NoECN)
+	TailDropped        uint64 // arrivals refused by Limit/LimitBytes
+	MaxSojourn         time.Duration
+}
+
+type entry struct {
+	pkt []byte
+	enq mono.Time
+}
+
+// Queue is a FIFO of inner packets with CoDel. It is not safe for
+// concurrent use; the connection's owner goroutine drives it.
+type Queue struct {
+	cfg   Config
+	ring  []entry
+	head  int
+	n     int
+	bytes int
+
+	// CoDel state (RFC 8289 §5).
+	firstAboveTime mono.Time
+	dropNext       mono.Time
+	count          uint32
+	lastCount      uint32
+	dropping       bool
+
+	stats Stats
+}
+
+// New returns an empty queue.
+func New(cfg Config) *Queue {
+	if cfg.Target <= 0 {
+		cfg.Target = 5 * time.Millisecond
+	}
+	if cfg.Interval <= 0 {
+		cfg.Interval = 100 * time.Millisecond
+	}
+	if cfg.Limit <= 0 {
+		cfg.Limit = 1024
+	}
+	if cfg.MTU <= 0 {
+		cfg.MTU = 1500
+	}
+	return &Queue{cfg: cfg, ring: make([]entry, cfg.Limit)}
+}
+
+// Len is the number of queued packets, Bytes their size.
+func (q *Queue) Len() int   { return q.n }
+func (q *Queue) Bytes() int { return q.bytes }
+
+// Stats returns the counters.
+func (q *Queue) Stats() Stats { return q.stats }
+
+// HeadSojourn is how long the oldest packet has waited, or 0.
+func (q *Queue) HeadSojourn(now mono.Time) time.Duration {
+	if q.n == 0 {
+		return 0
+	}
+	return now.Sub(q.ring[q.head].enq)
+}
+
+// Enqueue appends pkt at now. It reports false, after handing pkt to
+// Config.Drop, when the queue is full.
+func (q *Queue) Enqueue(now mono.Time, pkt []byte) bool {
+	if q.n == len(q.ring) || q.cfg.LimitBytes > 0 && q.bytes+len(pkt) > q.cfg.LimitBytes {
+		q.stats.TailDropped++
+		q.drop(pkt)
+		return false
+	}
+	q.ring[(q.head+q.n)%len(q.ring)] = entry{pkt: pkt, enq: now}
+	q.n++
+	q.bytes += len(pkt)
+	q.stats.Enqueued++
+	return true
+}
+
+func (q *Queue) drop(pkt []byte) {
+	if q.cfg.Drop != nil {
+		q.cfg.Drop(pkt)
+	}
+}
+
+func (q *Queue) pop() (entry, bool) {
+	if q.n == 0 {
+		return entry{}, false
+	}
+	e := q.ring[q.head]
+	q.ring[q.head] = entry{}
+	q.head = (q.head + 1) % len(q.ring)
+	q.n--
+	q.bytes -= len(e.pkt)
+	return e, true
+}
+
+// doDequeue pops the head and says whether CoDel's sojourn condition has
+// held for an interval (RFC 8289 dodequeue).
+func (q *Queue) doDequeue(now mono.Time) (entry, bool, bool) {
+	e, ok := q.pop()
+	if !ok {
+		q.firstAboveTime = 0
+		return e, false, false
+	}
+	soj := now.Sub(e.enq)
+	if soj > q.stats.MaxSojourn {
+		q.stats.MaxSojourn = soj
+	}
+	if soj < q.cfg.Target || q.bytes <= q.cfg.MTU {
+		q.firstAboveTime = 0
+		return e, true, false
+	}
+	if q.firstAboveTime == 0 {
+		q.firstAboveTime = now.Add(q.cfg.Interval)
+		return e, true, false
+	}
+	return e, true, now >= q.firstAboveTime
+}
+
+func (q *Queue) controlLaw(t mono.Time) mono.Time {
+	return t.Add(time.Duration(float64(q.cfg.Interval) / math.Sqrt(float64(q.count))))
+}
+
+// signal marks e's packet CE if it is ECN-capable (and returns true: the
+// packet is still sent), else drops it.
+func (q *Queue) signal(e entry) bool {
+	if !q.cfg.NoECN && MarkCE(e.pkt) {
+		q.stats.Marked++
+		return true
+	}
+	q.stats.Dropped++
+	q.drop(e.pkt)
+	return false
+}
+
+// Dequeue returns the next packet to send at now, or false if the queue is
+// empty. Packets CoDel drops go to Config.Drop; packets it marks are
+// returned with CE set.
+func (q *Queue) Dequeue(now mono.Time) ([]byte, bool) {
+	if q.cfg.Disabled {
+		e, ok, _ := q.doDequeue(now)
+		if ok {
+			q.stats.Dequeued++
+		}
+		return e.pkt, ok
+	}
+	e, ok, okToDrop := q.doDequeue(now)
+	if !ok {
+		q.dropping = false
+		return nil, false
+	}
+	if q.dropping {
+		if !okToDrop {
+			q.dropping = false
+		}
+		for q.dropping && now >= q.dropNext {
+			q.count++
+			if q.signal(e) {
+				q.dropNext = q.controlLaw(q.dropNext)
+				break
+			}
+			e, ok, okToDrop = q.doDequeue(now)
+			if !ok {
+				q.dropping = false
+				return nil, false
+			}
+			if !okToDrop {
+				q.dropping = false
+			} else {
+				q.dropNext = q.controlLaw(q.dropNext)
+			}
+		}
+	} else if okToDrop {
+		sent := q.signal(e)
+		if !sent {
+			e, ok, _ = q.doDequeue(now)
+		}
+		q.dropping = true
+		// Resume near the previous drop rate if we were dropping recently.
+		delta := q.count - q.lastCount
+		if delta > 1 && now.Sub(q.dropNext) < 16*q.cfg.Interval {
+			q.count = delta
+		} else {
+			q.count = 1
+		}
+		q.dropNext = q.controlLaw(now)
+		q.lastCount = q.count
+		if !ok {
+			return nil, false
+		}
+	}
+	q.stats.Dequeued++
+	return e.pkt, true
+}

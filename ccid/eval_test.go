@@ -1,0 +1,310 @@
+// SPDX-License-Identifier: MIT
+
+package ccid
+
+import (
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+	"time"
+)
+
+// The evaluation: virtual-time runs of the sender/receiver model in
+// sim_test.go. Tests run a reduced grid and assert; the benchmarks run the
+// full grids and print the tables that go into README.md.
+
+// queueCriterionApplies: BBR's queue target (p95 ≤ ¼ min RTT) is only
+// physically reachable when a BDP holds enough packets; with a BDP of one
+// or two packets a single packet's serialization time exceeds it, and at
+// 26 packets (1 Mbit/s × 300 ms) a ¼-RTT budget is under 7 packets.
+func queueCriterionApplies(sp pathSpec) bool { return sp.bdpBytes() >= 32*simMSS }
+
+type utilRow struct {
+	cc        string
+	spec      pathSpec
+	r         utilResult
+	ssEvents  int
+	ssLost    uint64
+	qOverRTT  float64
+	wallclock time.Duration
+}
+
+func runUtilGrid(ccs []string, rates []float64, rtts []time.Duration) []utilRow {
+	var rows []utilRow
+	for _, cc := range ccs {
+		for _, rate := range rates {
+			for _, rtt := range rtts {
+				sp := pathSpec{RateBps: rate, RTT: rtt}
+				start := time.Now()
+				r := utilRun(cc, Config{HyStart: true}, sp, 1)
+				rows = append(rows, utilRow{
+					cc: cc, spec: sp, r: r, ssEvents: r.Flow.ssEvents, ssLost: r.Flow.ssLost,
+					qOverRTT: float64(r.P95Queue) / float64(rtt), wallclock: time.Since(start),
+				})
+			}
+		}
+	}
+	return rows
+}
+
+func utilTable(rows []utilRow) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "| cc | rate Mbit/s | RTT ms | BDP pkts | utilisation | p95 queue ms | p95 queue / RTT | slow-start loss episodes | lost in slow start | spurious | wall s |\n")
+	fmt.Fprintf(&b, "|---|---|---|---|---|---|---|---|---|---|---|\n")
+	for _, w := range rows {
+		st := w.r.Flow.cc.State()
+		fmt.Fprintf(&b, "| %s | %g | %d | %d | %.3f | %.2f | %.2f | %d | %d | %d | %.1f |\n",
+			w.cc, w.spec.RateBps/1e6, w.spec.RTT.Milliseconds(), w.spec.bdpBytes()/simMSS, w.r.Util,
+			float64(w.r.P95Queue)/1e6, w.qOverRTT, w.ssEvents, w.ssLost, st.SpuriousEvents, w.wallclock.Seconds())
+	}
+	return b.String()
+}
+
+func checkUtilRows(t *testing.T, rows []utilRow) {
+	t.Helper()
+	for _, w := range rows {
+		if w.r.Util < 0.95 {
+			t.Errorf("%s %v Mbit/s %v: utilisation %.3f < 0.95", w.cc, w.spec.RateBps/1e6, w.spec.RTT, w.r.Util)
+		}
+		if w.cc == "bbr" && queueCriterionApplies(w.spec) && w.qOverRTT > 0.25 {
+			t.Errorf("bbr %v Mbit/s %v: p95 queue %v > 0.25 × RTT", w.spec.RateBps/1e6, w.spec.RTT, w.r.P95Queue)
+		}
+		if w.cc == "ccid2" && w.ssEvents > 1 {
+			t.Errorf("ccid2 %v Mbit/s %v: %d loss episodes before leaving slow start", w.spec.RateBps/1e6, w.spec.RTT, w.ssEvents)
+		}
+	}
+}
+
+func TestEvalUtilisation(t *testing.T) {
+	rates := []float64{1e6, 10e6, 100e6}
+	rtts := []time.Duration{5 * time.Millisecond, 50 * time.Millisecond, 300 * time.Millisecond}
+	if testing.Short() {
+		rates = []float64{10e6}
+		rtts = []time.Duration{5 * time.Millisecond, 50 * time.Millisecond}
+	}
+	rows := runUtilGrid([]string{"ccid2", "bbr"}, rates, rtts)
+	t.Logf("single path, BDP drop-tail buffer:\n%s", utilTable(rows))
+	checkUtilRows(t, rows)
+}
+
+// BenchmarkUtilisationGrid runs the full grid (1–1000 Mbit/s, 5–300 ms)
+// once and prints the table. It takes a few minutes: the 1 Gbit/s × 300 ms
+// cell simulates about a million packets per controller.
+func BenchmarkUtilisationGrid(b *testing.B) {
+	for i := 0; i < b.N; i++ {
+		rows := runUtilGrid([]string{"ccid2", "bbr"},
+			[]float64{1e6, 10e6, 100e6, 1000e6},
+			[]time.Duration{5 * time.Millisecond, 20 * time.Millisecond, 100 * time.Millisecond, 300 * time.Millisecond})
+		if i == 0 {
+			fmt.Fprintf(os.Stdout, "\n%s\n", utilTable(rows))
+		}
+	}
+}
+
+// Fairness.
+
+type fairResult struct {
+	jain      float64
+	a, b      float64 // Mbit/s over the window
+	converged time.Duration
+}
+
+// fairRun shares one bottleneck between two flows of the same controller,
+// the second starting late. Jain's index is taken over [end-window, end];
+// converged is the time from which every 500 ms window up to end has
+// Jain ≥ 0.95 (-1: not even the last one).
+func fairRun(cc string, sp pathSpec, seed int64, late, end, window time.Duration) fairResult {
+	n := newSimNet(seed, sp)
+	fa := n.addFlow(cc, Config{HyStart: true}, 0)
+	fb := n.addFlow(cc, Config{HyStart: true}, late)
+	n.run(end)
+	x, y := fa.rcv.goodput(end-window, end), fb.rcv.goodput(end-window, end)
+	res := fairResult{jain: jain(x, y), a: x / 1e6, b: y / 1e6, converged: late}
+	step := 500 * time.Millisecond
+	for t := end; t-step >= late; t -= step {
+		if jain(fa.rcv.goodput(t-step, t), fb.rcv.goodput(t-step, t)) < 0.95 {
+			res.converged = t
+			if t == end {
+				res.converged = -1
+			}
+			break
+		}
+	}
+	return res
+}
+
+func TestEvalFairness(t *testing.T) {
+	sp := pathSpec{RateBps: 20e6, RTT: 40 * time.Millisecond}
+	for _, c := range []struct {
+		cc  string
+		end time.Duration
+	}{{"ccid2", 20 * time.Second}, {"bbr", 10 * time.Second}} {
+		for seed := int64(1); seed <= 2; seed++ {
+			r := fairRun(c.cc, sp, seed, 0, c.end, 3*time.Second)
+			t.Logf("%s, 2 flows, 20 Mbit/s 40 ms, seed %d: Jain %.3f over the last 3 s to %v (%.2f / %.2f Mbit/s)", c.cc, seed, r.jain, c.end, r.a, r.b)
+			if r.jain < 0.95 {
+				t.Errorf("%s seed %d: Jain %.3f < 0.95 at %v", c.cc, seed, r.jain, c.end)
+			}
+		}
+	}
+}
+
+func BenchmarkFairnessGrid(b *testing.B) {
+	for i := 0; i < b.N; i++ {
+		var out strings.Builder
+		fmt.Fprintf(&out, "| cc | path | 2nd flow starts | Jain (last 3 s) | flow A / B Mbit/s | stays ≥ 0.95 from |\n|---|---|---|---|---|---|\n")
+		for _, cc := range []string{"ccid2", "bbr"} {
+			end := 20 * time.Second
+			if cc == "bbr" {
+				end = 10 * time.Second
+			}
+			for _, sp := range []pathSpec{{RateBps: 20e6, RTT: 40 * time.Millisecond}, {RateBps: 100e6, RTT: 20 * time.Millisecond}, {RateBps: 10e6, RTT: 100 * time.Millisecond}, {RateBps: 50e6, RTT: 10 * time.Millisecond}} {
+				for _, late := range []time.Duration{0, time.Second} {
+					for seed := int64(1); seed <= 3; seed++ {
+						r := fairRun(cc, sp, seed, late, end, 3*time.Second)
+						conv := "never"
+						if r.converged >= 0 {
+							conv = fmt.Sprintf("%.1f s", r.converged.Seconds())
+						}
+						fmt.Fprintf(&out, "| %s | %g Mbit/s %d ms (seed %d) | %v | %.3f | %.2f / %.2f | %s |\n",
+							cc, sp.RateBps/1e6, sp.RTT.Milliseconds(), seed, late, r.jain, r.a, r.b, conv)
+					}
+				}
+			}
+		}
+		if i == 0 {
+			fmt.Fprintf(os.Stdout, "\n%s\n", out.String())
+		}
+	}
+}
+
+// Reordering.
+
+type reorderResult struct {
+	base, reord       float64
+	spurious, events  uint64
+	spuriousNoReorder uint64
+}
+
+func reorderRun(cc string, sp pathSpec) reorderResult {
+	base := utilRun(cc, Config{HyStart: true}, sp, 1)
+	re := sp
+	re.ReorderFrac, re.ReorderMax = 0.3, 20*time.Millisecond
+	r := utilRun(cc, Config{HyStart: true}, re, 1)
+	st := r.Flow.cc.State()
+	return reorderResult{
+		base: base.Util, reord: r.Util, spurious: st.SpuriousEvents, events: st.CongestionEvents,
+		spuriousNoReorder: base.Flow.cc.State().SpuriousEvents,
+	}
+}
+
+func TestEvalReordering(t *testing.T) {
+	paths := []pathSpec{{RateBps: 20e6, RTT: 40 * time.Millisecond}, {RateBps: 20e6, RTT: 10 * time.Millisecond}}
+	for _, cc := range []string{"ccid2", "bbr"} {
+		for _, sp := range paths {
+			r := reorderRun(cc, sp)
+			ratio := r.reord / r.base
+			t.Logf("%s %g Mbit/s %v, 30%% reordered by ≤20 ms: throughput %.3f of the in-order %.3f (ratio %.3f), spurious events %d (in order: %d), congestion events %d",
+				cc, sp.RateBps/1e6, sp.RTT, r.reord, r.base, ratio, r.spurious, r.spuriousNoReorder, r.events)
+			if ratio < 0.90 {
+				t.Errorf("%s %v: reordering ratio %.3f < 0.90", cc, sp.RTT, ratio)
+			}
+			if r.spurious == 0 {
+				t.Errorf("%s %v: no spurious event counted under reordering", cc, sp.RTT)
+			}
+			if r.spuriousNoReorder != 0 {
+				t.Errorf("%s %v: %d spurious events without reordering", cc, sp.RTT, r.spuriousNoReorder)
+			}
+		}
+	}
+}
+
+func BenchmarkReorderGrid(b *testing.B) {
+	for i := 0; i < b.N; i++ {
+		var out strings.Builder
+		fmt.Fprintf(&out, "| cc | path | in order | 30%% reordered ≤20 ms | ratio | spurious events | congestion events |\n|---|---|---|---|---|---|---|\n")
+		for _, cc := range []string{"ccid2", "bbr"} {
+			for _, sp := range []pathSpec{{RateBps: 20e6, RTT: 10 * time.Millisecond}, {RateBps: 20e6, RTT: 40 * time.Millisecond}, {RateBps: 50e6, RTT: 40 * time.Millisecond}, {RateBps: 100e6, RTT: 100 * time.Millisecond}} {
+				r := reorderRun(cc, sp)
+				fmt.Fprintf(&out, "| %s | %g Mbit/s %d ms | %.3f | %.3f | %.3f | %d | %d |\n",
+					cc, sp.RateBps/1e6, sp.RTT.Milliseconds(), r.base, r.reord, r.reord/r.base, r.spurious, r.events)
+			}
+		}
+		if i == 0 {
+			fmt.Fprintf(os.Stdout, "\n%s\n", out.String())
+		}
+	}
+}
+
+// HyStart++: slow-start exit with and without it.
+func TestEvalHyStart(t *testing.T) {
+	for _, sp := range []pathSpec{{RateBps: 10e6, RTT: 50 * time.Millisecond}, {RateBps: 100e6, RTT: 100 * time.Millisecond}} {
+		for _, hs := range []bool{false, true} {
+			r := utilRun("ccid2", Config{HyStart: hs}, sp, 1)
+			t.Logf("ccid2 HyStart++=%v %g Mbit/s %v: %d loss episodes, %d packets lost before congestion avoidance, utilisation %.3f",
+				hs, sp.RateBps/1e6, sp.RTT, r.Flow.ssEvents, r.Flow.ssLost, r.Util)
+			if hs && r.Flow.ssEvents > 1 {
+				t.Errorf("HyStart++ %v: %d loss episodes in slow start", sp, r.Flow.ssEvents)
+			}
+		}
+	}
+}
+
+// BenchmarkBBRDeviations compares BBR with mptun's departures from the
+// draft (bbr.go) switched off and on.
+func BenchmarkBBRDeviations(b *testing.B) {
+	type knobs struct{ upq, avg, pure, capSent bool }
+	set := func(k knobs) {
+		bbrUpQueueExit, bbrAvgLatest, bbrPureBeta, bbrCapBySent = k.upq, k.avg, k.pure, k.capSent
+	}
+	defer set(knobs{bbrUpQueueExit, bbrAvgLatest, bbrPureBeta, bbrCapBySent})
+	paths := []pathSpec{{RateBps: 20e6, RTT: 40 * time.Millisecond}, {RateBps: 100e6, RTT: 20 * time.Millisecond}, {RateBps: 10e6, RTT: 100 * time.Millisecond}}
+	for i := 0; i < b.N; i++ {
+		var out strings.Builder
+		fmt.Fprintf(&out, "| variant | path | utilisation | p95 queue / RTT | Jain at 10 s (2nd flow +1 s, seeds 1–3) | reordering ratio |\n|---|---|---|---|---|---|\n")
+		for _, v := range []struct {
+			name string
+			k    knobs
+		}{{"draft", knobs{}}, {"mptun", knobs{true, false, true, true}}} {
+			set(v.k)
+			for _, sp := range paths {
+				u := utilRun("bbr", Config{}, sp, 1)
+				var js []string
+				for seed := int64(1); seed <= 3; seed++ {
+					js = append(js, fmt.Sprintf("%.3f", fairRun("bbr", sp, seed, time.Second, 10*time.Second, 3*time.Second).jain))
+				}
+				r := reorderRun("bbr", sp)
+				fmt.Fprintf(&out, "| %s | %g Mbit/s %d ms | %.3f | %.2f | %s | %.3f |\n", v.name, sp.RateBps/1e6, sp.RTT.Milliseconds(),
+					u.Util, float64(u.P95Queue)/float64(sp.RTT), strings.Join(js, " "), r.reord/r.base)
+			}
+		}
+		fmt.Fprintf(&out, "\n| variant | 50 Mbit/s 40 ms, random loss 0.1%% / 1%% / 2%%: utilisation |\n|---|---|\n")
+		for _, v := range []struct {
+			name string
+			k    knobs
+		}{{"draft", knobs{}}, {"mptun", knobs{true, false, true, true}}} {
+			set(v.k)
+			var us []string
+			for _, loss := range []float64{0.001, 0.01, 0.02} {
+				us = append(us, fmt.Sprintf("%.3f", utilRun("bbr", Config{}, pathSpec{RateBps: 50e6, RTT: 40 * time.Millisecond, Loss: loss}, 1).Util))
+			}
+			fmt.Fprintf(&out, "| %s | %s |\n", v.name, strings.Join(us, " / "))
+		}
+		if i == 0 {
+			fmt.Fprintf(os.Stdout, "\n%s\n", out.String())
+		}
+	}
+}
+
+// TestEvalRandomLoss: BBR must not treat random loss on an uncongested path
+// as competition (the lower-bound cut is gated on a standing queue).
+func TestEvalRandomLoss(t *testing.T) {
+	sp := pathSpec{RateBps: 50e6, RTT: 40 * time.Millisecond, Loss: 0.001}
+	r := utilRun("bbr", Config{}, sp, 1)
+	c := utilRun("ccid2", Config{}, sp, 1)
+	t.Logf("0.1%% random loss, 50 Mbit/s 40 ms: bbr %.3f, ccid2 %.3f (Mathis: ~0.22)", r.Util, c.Util)
+	if r.Util < 0.9 {
+		t.Errorf("bbr utilisation %.3f < 0.9 under 0.1%% random loss", r.Util)
+	}
+}

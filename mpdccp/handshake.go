@@ -1,0 +1,245 @@
+// SPDX-License-Identifier: MIT
+
+package mpdccp
+
+import (
+	"crypto/hmac"
+	"net/netip"
+
+	"github.com/mptun/mptun/internal/mono"
+	"github.com/mptun/mptun/mpdccp/wire"
+)
+
+func (e *Endpoint) handleRequest(now mono.Time, local int, from netip.AddrPort, to netip.Addr, p *wire.Packet) {
+	if p.ServiceCode != e.cfg.ServiceCode {
+		e.drop(DropBadService)
+		e.queueReset(local, from, to, p, wire.ResetBadServiceCode)
+		return
+	}
+	var (
+		mpVersionOK bool
+		key         wire.MPOption
+		join        wire.MPOption
+		haveKey     bool
+		haveJoin    bool
+		mo          wire.MPOption
+	)
+	it := wire.NewOptionIter(p.Options)
+	for {
+		o, ok := it.Next()
+		if !ok {
+			break
+		}
+		switch o.Type {
+		case wire.OptChangeR:
+			if f, vals, err := wire.ParseFeature(o.Data); err == nil && f == wire.FeatMultipath {
+				for _, v := range vals {
+					mpVersionOK = mpVersionOK || v>>4 == 0
+				}
+			}
+		case wire.OptMultipath:
+			if wire.ParseMP(o.Data, &mo) != nil {
+				continue
+			}
+			switch mo.Type {
+			case wire.MPKey:
+				key, haveKey = mo, true
+			case wire.MPJoin:
+				join, haveJoin = mo, true
+			}
+		}
+	}
+	if it.Err() != nil {
+		e.drop(DropBadOption)
+		e.queueReset(local, from, to, p, wire.ResetOptionError)
+		return
+	}
+	if !mpVersionOK || haveKey == haveJoin {
+		// No MP_CAPABLE: we do not serve plain DCCP (RFC 9897 fallback: close).
+		e.drop(DropBadOption)
+		e.queueReset(local, from, to, p, wire.ResetConnectionRefused)
+		return
+	}
+	pc := PathConfig{Local: local, LocalAddr: netip.AddrPortFrom(to, 0), Remote: from}
+	if haveJoin {
+		c := e.byCI[join.Token]
+		if c == nil || c.state != Open {
+			e.drop(DropNoConn)
+			e.queueReset(local, from, to, p, wire.ResetNoConnection)
+			return
+		}
+		live := 0
+		for _, sf := range c.subflows {
+			if sf.state != sfClosed {
+				live++
+			}
+		}
+		if live >= e.cfg.MaxSubflows {
+			e.drop(DropTooBusy)
+			e.queueReset(local, from, to, p, wire.ResetTooBusy)
+			return
+		}
+		c.nextPathID++
+		pc.ID = c.nextPathID
+		sf, err := c.newSubflow(now, pc, true)
+		if err != nil {
+			e.drop(DropTooBusy)
+			return
+		}
+		sf.peerAddrID = join.AddrID
+		sf.addrID = 0
+		sf.noncePeer = join.Nonce
+		sf.nonceLocal = e.rand32()
+		c.acceptSubflow(now, sf, p)
+		return
+	}
+	if len(e.conns) >= e.cfg.MaxConns {
+		e.drop(DropTooBusy)
+		e.queueReset(local, from, to, p, wire.ResetTooBusy)
+		return
+	}
+	c, err := e.newConn(now)
+	if err != nil {
+		return
+	}
+	// MP_KEY with a key type we support.
+	if !c.keys.pickOffer(key.Keys, e.random) {
+		e.removeConn(c)
+		e.drop(DropBadOption)
+		e.queueReset(local, from, to, p, wire.ResetOptionError)
+		return
+	}
+	c.peerCI = key.Token
+	c.mpConfirmed = true
+	pc.ID = 0
+	sf, err := c.newSubflow(now, pc, false)
+	if err != nil {
+		e.removeConn(c)
+		return
+	}
+	c.acceptSubflow(now, sf, p)
+}
+
+// acceptSubflow is the server side of a Request: RESPOND state, Response out.
+func (c *Conn) acceptSubflow(now mono.Time, sf *subflow, p *wire.Packet) {
+	c.touch()
+	sf.state = sfRespond
+	sf.localPort, sf.remotePort = p.DstPort, p.SrcPort
+	sf.isr, sf.gsr, sf.gsrAt = p.Seq, p.Seq, now
+	sf.rx.init(p.Seq)
+	sf.initFeatures(false)
+	sf.respOut = true
+	sf.respUntil = now.Add(respondTimeout)
+	sf.lastHeard = now
+	sf.stats.PacketsIn++
+	c.ep.index(sf)
+	// Process the Request's feature options (Change R MP_CAPABLE etc).
+	it := wire.NewOptionIter(p.Options)
+	for {
+		o, ok := it.Next()
+		if !ok {
+			break
+		}
+		if o.Type >= wire.OptChangeL && o.Type <= wire.OptConfirmR {
+			c.handleFeature(sf, o)
+		}
+	}
+}
+
+func (c *Conn) subflowOpen(now mono.Time, sf *subflow) {
+	if sf.state == sfOpen {
+		return
+	}
+	sf.state = sfOpen
+	sf.lastHeard = now
+	c.holdUntil = 0
+	c.updatePaths()
+	c.ep.emit(Event{Kind: EventPathUp, Conn: c, Path: sf.id, Remote: sf.remote, Reason: "established"})
+	if c.state == Connecting && !sf.join {
+		c.state = Open
+		c.ep.emit(Event{Kind: EventConnOpen, Conn: c, Path: sf.id, Remote: sf.remote})
+		if c.ep.cfg.Role == Client {
+			joins := c.pendingJoins
+			c.pendingJoins = nil
+			for _, p := range joins {
+				_ = c.startJoin(now, p)
+			}
+		}
+	}
+}
+
+func (c *Conn) handleResponse(now mono.Time, sf *subflow, p *wire.Packet, ro *rxOpts) {
+	e := c.ep
+	if sf.state != sfRequest {
+		e.drop(DropBadState)
+		return
+	}
+	sf.isr, sf.gsr, sf.gsrAt = p.Seq, p.Seq, now
+	sf.rx.init(p.Seq)
+	sf.gar = p.Ack
+	if !ro.confirmMP {
+		// RFC 9897 fallback: no MP_CAPABLE. mptun does not run plain DCCP, so
+		// the first subflow is closed; a join failing only loses that path.
+		e.drop(DropBadOption)
+		sf.resetOut, sf.resetCode = true, wire.ResetOptionError
+		c.failSubflow(sf, wire.ResetOptionError, "peer not MP_CAPABLE")
+		return
+	}
+	if !sf.join {
+		if !ro.hasKey || !c.keys.acceptChosen(ro.key) {
+			e.drop(DropBadOption)
+			sf.resetOut, sf.resetCode = true, wire.ResetOptionError
+			c.failSubflow(sf, wire.ResetOptionError, "bad MP_KEY in Response")
+			return
+		}
+		c.peerCI = ro.keyCI
+	} else {
+		var want [20]byte
+		sf.noncePeer = ro.join.Nonce
+		sf.peerAddrID = ro.join.AddrID
+		c.joinHMAC(&want, false, sf)
+		if !ro.hasJoin || ro.hmac == nil || !hmac.Equal(ro.hmac, want[:]) {
+			e.drop(DropBadHMAC)
+			sf.resetOut, sf.resetCode = true, wire.ResetOptionError
+			c.failSubflow(sf, wire.ResetOptionError, "bad MP_HMAC in Response")
+			return
+		}
+	}
+	sf.state = sfPartOpen
+	sf.ackNow = true
+	sf.partDue = now.Add(sf.partRTO)
+}
+
+// failSubflow ends a subflow that is sending a Reset (the Reset goes out
+// first, then PollTransmit closes it).
+func (c *Conn) failSubflow(sf *subflow, code wire.ResetCode, reason string) {
+	if !sf.join && c.state == Connecting {
+		c.closeReason = reason
+		c.ep.emit(Event{Kind: EventConnClosed, Conn: c, Path: sf.id, Reset: code, Reason: reason})
+		c.state = Closed
+		return
+	}
+	c.ep.emit(Event{Kind: EventJoinFailed, Conn: c, Path: sf.id, Remote: sf.remote, Reset: code, Reason: reason})
+}
+
+func (c *Conn) handleReset(now mono.Time, sf *subflow, p *wire.Packet, ro *rxOpts) {
+	if p.ResetCode == wire.ResetMPAbrupt && ro.hasFast && c.keys.isOwnKey(ro.fastKey) {
+		for _, x := range c.subflows {
+			if x.state != sfClosed {
+				x.state = sfClosed
+				c.ep.unindex(x)
+			}
+		}
+		c.closeReason = "peer abort"
+		c.setClosed("peer abort", wire.ResetMPAbrupt)
+		return
+	}
+	reason := "peer reset: " + p.ResetCode.String()
+	if sf.state == sfRequest && sf.join || sf.state == sfPartOpen && sf.join {
+		sf.state = sfClosed
+		c.ep.unindex(sf)
+		c.ep.emit(Event{Kind: EventJoinFailed, Conn: c, Path: sf.id, Remote: sf.remote, Reset: p.ResetCode, Reason: reason})
+		return
+	}
+	c.subflowClosed(sf, p.ResetCode, reason)
+}

@@ -1,0 +1,437 @@
+// SPDX-License-Identifier: MIT
+
+package mpdccp
+
+import (
+	"crypto/hmac"
+	"net/netip"
+	"time"
+
+	"github.com/mptun/mptun/ccid"
+	"github.com/mptun/mptun/internal/mono"
+	"github.com/mptun/mptun/mpdccp/wire"
+	"github.com/mptun/mptun/reorder"
+)
+
+// handlePacket processes one parsed, checksum-verified packet of sf:
+// validity checks, options, handshake steps, congestion feedback, data.
+func (c *Conn) handlePacket(now mono.Time, sf *subflow, p *wire.Packet, ecn uint8, size int) {
+	c.touch()
+	e := c.ep
+	// Validity (RFC 4340 §7.5.3, §8.5).
+	switch {
+	case sf.state == sfClosed:
+		e.drop(DropNoConn)
+		return
+	case p.Type == wire.TypeReset:
+		if !sf.ackValid(p.Ack) && !(sf.state == sfRequest && wire.SeqInWindow(p.Ack, sf.iss, sf.gss)) {
+			e.drop(DropOutOfWindow)
+			return
+		}
+	case sf.state == sfRequest:
+		if p.Type != wire.TypeResponse || !wire.SeqInWindow(p.Ack, sf.iss, sf.gss) {
+			e.drop(DropBadState)
+			return
+		}
+	case sf.state == sfRespond && p.Type == wire.TypeRequest:
+		if p.Seq != sf.isr && seqLess(sf.gsr, p.Seq) {
+			sf.gsr = p.Seq // a retransmitted Request has a new sequence number
+			sf.rx.init(p.Seq)
+		}
+		// The Response answering it must carry the Confirms again.
+		it := wire.NewOptionIter(p.Options)
+		for {
+			o, ok := it.Next()
+			if !ok {
+				break
+			}
+			if o.Type >= wire.OptChangeL && o.Type <= wire.OptConfirmR {
+				c.handleFeature(sf, o)
+			}
+		}
+		sf.respOut = true
+		return
+	case p.Type == wire.TypeRequest || p.Type == wire.TypeResponse:
+		e.drop(DropBadState)
+		return
+	case p.Type == wire.TypeSync || p.Type == wire.TypeSyncAck:
+		if !sf.ackValid(p.Ack) {
+			e.drop(DropOutOfWindow)
+			sf.stats.OutOfWindow++
+			return
+		}
+	default:
+		if !sf.seqValid(p) {
+			e.drop(DropOutOfWindow)
+			sf.stats.OutOfWindow++
+			if now.Sub(sf.lastSync) >= syncInterval && sf.state >= sfPartOpen {
+				sf.syncOut, sf.syncAckNo, sf.lastSync = true, p.Seq, now
+			}
+			return
+		}
+	}
+
+	// Options.
+	var ro rxOpts
+	var mo wire.MPOption
+	var lastCtrl wire.MPOption
+	var haveCtrl bool
+	it := wire.NewOptionIter(p.Options)
+	e.cells = e.cells[:0]
+	for {
+		o, ok := it.Next()
+		if !ok {
+			break
+		}
+		switch o.Type {
+		case wire.OptMandatory:
+			ro.mandatory = true
+		case wire.OptAckVector0, wire.OptAckVector1:
+			if wire.ValidAckVector(o.Data) {
+				e.cells = append(e.cells, o.Data...)
+			}
+		case wire.OptElapsedTime:
+			if v, err := wire.ParseElapsedTime(o.Data); err == nil {
+				ro.elapsed = time.Duration(v) * 10 * time.Microsecond
+			}
+		case wire.OptChangeL, wire.OptChangeR, wire.OptConfirmL, wire.OptConfirmR:
+			if p.Type != wire.TypeData {
+				c.handleFeature(sf, o)
+				if o.Type == wire.OptConfirmL {
+					if f, vals, err := wire.ParseFeature(o.Data); err == nil && f == wire.FeatMultipath {
+						ro.confirmMP = len(vals) > 0 && vals[0]>>4 == 0
+					}
+				}
+			}
+		case wire.OptMultipath:
+			if wire.ParseMP(o.Data, &mo) != nil {
+				haveCtrl = false
+				continue
+			}
+			switch mo.Type {
+			case wire.MPSeq:
+				ro.mpSeq, ro.hasMPSeq = mo.Seq, true
+			case wire.MPKey:
+				ro.keyCI, ro.hasKey = mo.Token, true
+				ro.key = mo.Keys
+			case wire.MPJoin:
+				ro.join, ro.hasJoin = mo, true
+			case wire.MPHMAC:
+				if haveCtrl {
+					c.handleAddrOption(now, sf, &lastCtrl, mo.HMAC, &ro)
+					haveCtrl = false
+				} else {
+					ro.hmac = mo.HMAC
+				}
+			case wire.MPClose:
+				ro.closeKey, ro.hasClose = mo.KeyData, true
+			case wire.MPFastClose:
+				ro.fastKey, ro.hasFast = mo.KeyData, true
+			case wire.MPConfirm:
+				c.handleConfirm(mo.Raw)
+			case wire.MPRTT:
+				sf.peerRTT = time.Duration(mo.RTT) * time.Millisecond
+				ro.rttUpdate = true
+			case wire.MPPrio:
+				c.handlePrio(sf, &mo, &ro, o.Data)
+			case wire.MPAddAddr, wire.MPRemoveAddr:
+				lastCtrl, haveCtrl = mo, true
+				lastCtrl.Raw = o.Data
+			}
+		}
+	}
+	if it.Err() != nil {
+		e.drop(DropBadOption)
+		return
+	}
+	if ro.mandatory && p.Type != wire.TypeData && p.Type != wire.TypeReset {
+		// RFC 4340 §5.8.2: Mandatory before an option we do not process.
+		if code, ok := wire.MandatoryCheck(p.Options, understood); !ok {
+			e.drop(DropBadOption)
+			sf.resetOut, sf.resetCode = true, code
+			return
+		}
+	}
+	if ro.rttUpdate {
+		c.updatePaths()
+	}
+
+	// Liveness.
+	sf.lastHeard = now
+	sf.stats.PacketsIn++
+	sf.stats.BytesIn += uint64(size)
+	if sf.failed {
+		sf.failed = false
+		c.holdUntil = 0
+		e.emit(Event{Kind: EventPathUp, Conn: c, Path: sf.id, Remote: sf.remote, Reason: "heard again"})
+		c.updatePaths()
+	}
+
+	switch p.Type {
+	case wire.TypeReset:
+		c.handleReset(now, sf, p, &ro)
+		return
+	case wire.TypeResponse:
+		c.handleResponse(now, sf, p, &ro)
+		return
+	}
+
+	// Sequence bookkeeping for accepted packets.
+	fresh, disorder := sf.rx.record(p.Seq, ecn == 3)
+	if seqLess(sf.gsr, p.Seq) {
+		sf.gsr, sf.gsrAt = p.Seq, now
+	}
+	if !fresh {
+		sf.stats.Duplicates++
+	}
+	if p.Type.HasAck() && seqLess(sf.gar, p.Ack) {
+		sf.gar = p.Ack
+	}
+
+	// State transitions on the handshake's last steps.
+	switch sf.state {
+	case sfRespond:
+		if p.Type == wire.TypeAck || p.Type == wire.TypeDataAck {
+			if sf.join {
+				var want [20]byte
+				c.joinHMAC(&want, false, sf)
+				if ro.hmac == nil || !hmac.Equal(ro.hmac, want[:]) {
+					e.drop(DropBadHMAC)
+					sf.resetOut, sf.resetCode = true, wire.ResetOptionError
+					return
+				}
+			}
+			c.subflowOpen(now, sf)
+			sf.ackNow = true // the 4th packet of the handshake
+		}
+	case sfPartOpen:
+		c.subflowOpen(now, sf)
+	}
+
+	// Feedback for the congestion controller and ack-of-ack.
+	if (p.Type == wire.TypeAck || p.Type == wire.TypeDataAck) && sf.state >= sfOpen {
+		e.runs = e.runs[:0]
+		if len(e.cells) > 0 {
+			e.runs = decodeRuns(e.runs, p.Ack, e.cells)
+		} else {
+			e.runs = append(e.runs, ccid.AckRun{High: p.Ack, N: 1, State: ccid.Received})
+		}
+		if a, ok := sf.acks.ackedBy(p.Ack, e.runs); ok {
+			sf.rx.trim(a)
+		}
+		// e.fb, not a local: a pointer passed through an interface escapes.
+		e.fb = ccid.Feedback{AckNo: p.Ack, Runs: e.runs, Elapsed: ro.elapsed, Size: size}
+		sf.cc.OnFeedback(now, &e.fb)
+		sf.updateFeatures()
+		c.holdUntil = 0
+	}
+
+	switch p.Type {
+	case wire.TypeData, wire.TypeDataAck:
+		if fresh {
+			c.receiveData(now, sf, p, &ro)
+			sf.dataSinceAck++
+			if disorder || sf.dataSinceAck >= sf.rxAckRatio {
+				sf.ackNow = true
+			} else if sf.ackDeadline == mono.Never {
+				sf.ackDeadline = now.Add(ackDelay)
+			}
+		} else {
+			sf.ackNow = true
+		}
+	case wire.TypeAck:
+		sf.ackLazy = true
+	case wire.TypeSync:
+		sf.syncAckOut, sf.syncAckAck = true, p.Seq
+		if seqLess(sf.gsr, p.Seq) {
+			sf.gsr = p.Seq
+		}
+	case wire.TypeSyncAck:
+		if seqLess(sf.gsr, p.Seq) {
+			sf.gsr = p.Seq
+		}
+	case wire.TypeCloseReq:
+		if sf.state == sfOpen {
+			sf.state = sfClosing
+			sf.closeOut, sf.closeDue, sf.closeMP = true, now, ro.hasClose
+		}
+	case wire.TypeClose:
+		mp := ro.hasClose && c.keys.isOwnKey(ro.closeKey)
+		if mp && c.state != Closing && c.state != Closed {
+			c.state = Closing
+			c.closeReason = "peer close"
+			c.pendingJoins = nil
+		}
+		sf.resetOut, sf.resetCode = true, wire.ResetClosed
+	}
+}
+
+// receiveData hands a data packet's payload to the reorderer.
+func (c *Conn) receiveData(now mono.Time, sf *subflow, p *wire.Packet, ro *rxOpts) {
+	sf.stats.DataIn++
+	if !ro.hasMPSeq {
+		c.ep.drop(DropNoMPSeq)
+		c.stats.NoMPSeq++
+		return
+	}
+	if len(p.Payload) == 0 {
+		return
+	}
+	c.stats.Received++
+	b := c.ep.pool.get()
+	n := copy(b, p.Payload)
+	it := reorder.Item{Seq: ro.mpSeq, Path: sf.id, PathSeq: p.Seq, Arrival: now, Buf: b[:n]}
+	if !c.reo.Push(now, it) {
+		c.ep.pool.put(b)
+		c.ep.drop(DropDuplicate)
+		c.stats.Duplicates++
+		return
+	}
+	c.mayDeliver = true
+}
+
+// handleConfirm removes the control items that an MP_CONFIRM echoes.
+func (c *Conn) handleConfirm(raw []byte) {
+	it := wire.NewOptionIter(raw)
+	var seq uint64
+	var haveSeq bool
+	var mo wire.MPOption
+	for {
+		o, ok := it.Next()
+		if !ok {
+			return
+		}
+		if o.Type != wire.OptMultipath || wire.ParseMP(o.Data, &mo) != nil {
+			continue
+		}
+		if mo.Type == wire.MPSeq {
+			seq, haveSeq = mo.Seq, true
+			continue
+		}
+		if !haveSeq {
+			continue
+		}
+		for i := 0; i < len(c.ctrl); i++ {
+			ci := &c.ctrl[i]
+			if ci.opt.Type == mo.Type && ci.seq == seq && ci.tries > 0 &&
+				(mo.Type != wire.MPPrio || ci.opt.Prio == mo.Prio) &&
+				(mo.Type == wire.MPPrio || ci.opt.AddrID == mo.AddrID) {
+				c.ctrl = append(c.ctrl[:i], c.ctrl[i+1:]...)
+				i--
+			}
+		}
+	}
+}
+
+// queueConfirm adds an MP_CONFIRM entry (MP_SEQ + the option verbatim).
+func (c *Conn) queueConfirm(seq uint64, opt []byte) {
+	var tmp [16]byte
+	n, err := wire.PutMP(tmp[:], &wire.MPOption{Type: wire.MPSeq, Seq: seq})
+	if err != nil || len(c.confirmOut)+n+2+len(opt) > maxConfirm {
+		return
+	}
+	c.confirmOut = append(c.confirmOut, tmp[:n]...)
+	c.confirmOut = append(c.confirmOut, wire.OptMultipath, byte(2+len(opt)))
+	c.confirmOut = append(c.confirmOut, opt...)
+}
+
+func (c *Conn) handlePrio(sf *subflow, mo *wire.MPOption, ro *rxOpts, raw []byte) {
+	if !ro.hasMPSeq {
+		return // RFC 9897: travels with an MP_SEQ
+	}
+	c.queueConfirm(ro.mpSeq, raw)
+	k := ctrlKey{wire.MPPrio, sf.id}
+	if c.lastCtrlRx == nil {
+		c.lastCtrlRx = make(map[ctrlKey]uint64)
+	}
+	if last, ok := c.lastCtrlRx[k]; ok && seqLess(ro.mpSeq, last) {
+		return // stale
+	}
+	c.lastCtrlRx[k] = ro.mpSeq
+	if sf.prio != mo.Prio {
+		sf.prio = mo.Prio
+		c.holdUntil = 0
+	}
+}
+
+// handleAddrOption processes MP_ADDADDR/MP_REMOVEADDR with its MP_HMAC.
+func (c *Conn) handleAddrOption(now mono.Time, sf *subflow, mo *wire.MPOption, mac []byte, ro *rxOpts) {
+	var in [32]byte
+	msg := wire.HMACInput(in[:0], mo)
+	var want [20]byte
+	var dkey [2 * maxKeyLen]byte
+	wire.HMAC(&want, c.keys.peerDKey(dkey[:0]), msg)
+	if !hmac.Equal(mac, want[:]) {
+		c.ep.drop(DropBadHMAC) // RFC 9897: silently ignored
+		return
+	}
+	if !ro.hasMPSeq {
+		return
+	}
+	c.queueConfirm(ro.mpSeq, mo.Raw)
+	k := ctrlKey{wire.MPAddAddr, int(mo.AddrID)}
+	if c.lastCtrlRx == nil {
+		c.lastCtrlRx = make(map[ctrlKey]uint64)
+	}
+	if last, ok := c.lastCtrlRx[k]; ok && seqLess(ro.mpSeq, last) {
+		return
+	}
+	c.lastCtrlRx[k] = ro.mpSeq
+	ev := Event{Kind: EventPeerAddr, Conn: c, Path: int(mo.AddrID)}
+	if mo.Type == wire.MPRemoveAddr {
+		ev.Kind = EventPeerRemoveAddr
+	} else {
+		ev.Remote = netip.AddrPortFrom(mo.Addr, mo.Port)
+	}
+	c.ep.emit(ev)
+}
+
+// updatePaths refreshes the reorderer's view of the receiving paths.
+func (c *Conn) updatePaths() {
+	c.pathInfo = c.pathInfo[:0]
+	for _, sf := range c.subflows {
+		if sf.state == sfClosed {
+			continue
+		}
+		st := sf.cc.State()
+		c.pathInfo = append(c.pathInfo, reorder.PathInfo{ID: sf.id, Active: sf.state == sfOpen && !sf.failed,
+			SRTT: st.SRTT, MinRTT: st.MinRTT, RTTVar: st.RTTVar, PeerRTT: sf.peerRTT})
+	}
+	c.reo.SetPaths(c.pathInfo)
+}
+
+// understood reports whether the engine processes option o (for the
+// Mandatory option check).
+func understood(o wire.Option) bool {
+	switch o.Type {
+	case wire.OptSlowReceiver, wire.OptChangeL, wire.OptChangeR, wire.OptConfirmL, wire.OptConfirmR,
+		wire.OptAckVector0, wire.OptAckVector1, wire.OptElapsedTime, wire.OptTimestamp,
+		wire.OptTimestampEcho, wire.OptNDPCount:
+		return true
+	case wire.OptMultipath:
+		var mo wire.MPOption
+		return wire.ParseMP(o.Data, &mo) == nil && mo.Type != wire.MPExp
+	}
+	return false
+}
+
+// rxOpts collects what one packet's options say.
+type rxOpts struct {
+	mpSeq     uint64
+	hasMPSeq  bool
+	key       []byte
+	keyCI     uint32
+	hasKey    bool
+	join      wire.MPOption
+	hasJoin   bool
+	hmac      []byte
+	closeKey  []byte
+	hasClose  bool
+	fastKey   []byte
+	hasFast   bool
+	elapsed   time.Duration
+	mpCapable bool
+	confirmMP bool // Confirm L(MP_CAPABLE) seen
+	rttUpdate bool
+	mandatory bool
+}

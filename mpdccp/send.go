@@ -1,0 +1,310 @@
+// SPDX-License-Identifier: MIT
+
+package mpdccp
+
+import (
+	"time"
+
+	"github.com/mptun/mptun/ccid"
+	"github.com/mptun/mptun/internal/mono"
+	"github.com/mptun/mptun/mpdccp/wire"
+	"github.com/mptun/mptun/scheduler"
+)
+
+// putControl adds pending MP_CONFIRM, due control items and MP_RTT.
+func (c *Conn) putControl(now mono.Time, sf *subflow, b *wire.Builder, room func(int) bool, hasMPSeq bool) {
+	if len(c.confirmOut) > 0 && room(3+len(c.confirmOut)) {
+		if b.MP(&wire.MPOption{Type: wire.MPConfirm, Raw: c.confirmOut}) == nil {
+			c.confirmOut = c.confirmOut[:0]
+		}
+	}
+	for i := range c.ctrl {
+		ci := &c.ctrl[i]
+		if ci.next > now || (ci.sf != nil && ci.sf != sf) || ci.tries >= maxCtrlTries {
+			continue
+		}
+		l, err := wire.MPLen(&ci.opt)
+		if err != nil || !room(l+9+23) {
+			continue
+		}
+		if !hasMPSeq {
+			// Control options travel with an MP_SEQ; a packet without data
+			// carries the last MP_SEQ used (it does not consume one).
+			if b.MP(&wire.MPOption{Type: wire.MPSeq, Seq: seqAdd(c.mpSeq, -1)}) != nil {
+				continue
+			}
+			hasMPSeq = true
+		}
+		ci.seq = seqAdd(c.mpSeq, -1)
+		if b.MP(&ci.opt) == nil {
+			if ci.opt.Type == wire.MPAddAddr || ci.opt.Type == wire.MPRemoveAddr {
+				// Its MP_HMAC follows at once (RFC 9897 §3.2.6).
+				var in [32]byte
+				var mac [20]byte
+				var dkey [2 * maxKeyLen]byte
+				wire.HMAC(&mac, c.keys.ownDKey(dkey[:0]), wire.HMACInput(in[:0], &ci.opt))
+				_ = b.MP(&wire.MPOption{Type: wire.MPHMAC, HMAC: mac[:]})
+			}
+			if ci.tries > 0 {
+				c.stats.CtrlRetransmits++
+			}
+			ci.tries++
+			ci.next = now.Add(ci.interval)
+			ci.interval *= 2
+		}
+	}
+	if now.Sub(sf.rttSentAt) >= rttReportEvery && room(12) {
+		if srtt := sf.cc.State().SRTT; srtt > 0 {
+			ms := uint32(min(srtt/time.Millisecond, 1<<31))
+			if b.MP(&wire.MPOption{Type: wire.MPRTT, RTTType: 3, RTT: ms}) == nil {
+				sf.rttSentAt = now
+			}
+		}
+	}
+}
+
+func (c *Conn) ctrlDue(now mono.Time, sf *subflow) bool {
+	if len(c.confirmOut) > 0 && sf == c.firstUsable() {
+		return true
+	}
+	for i := range c.ctrl {
+		ci := &c.ctrl[i]
+		if ci.next <= now && ci.tries < maxCtrlTries && (ci.sf == sf || ci.sf == nil && sf == c.firstUsable()) {
+			return true
+		}
+	}
+	return false
+}
+
+func (c *Conn) firstUsable() *subflow {
+	for _, sf := range c.subflows {
+		if sf.state == sfOpen && !sf.failed {
+			return sf
+		}
+	}
+	for _, sf := range c.subflows {
+		if sf.state == sfOpen {
+			return sf
+		}
+	}
+	return nil
+}
+
+func (c *Conn) pollTransmit(now mono.Time, buf []byte) (Transmit, bool) {
+	n := len(c.subflows)
+	// Handshake, Sync, Close and Reset first.
+	for i := 0; i < n; i++ {
+		if t, ok := c.pollHandshake(now, c.subflows[i], buf); ok {
+			return t, true
+		}
+	}
+	if t, ok := c.pollData(now, buf); ok {
+		return t, true
+	}
+	for i := 0; i < n; i++ {
+		if t, ok := c.pollAck(now, c.subflows[i], buf); ok {
+			return t, true
+		}
+	}
+	return Transmit{}, false
+}
+
+func (c *Conn) pollHandshake(now mono.Time, sf *subflow, buf []byte) (Transmit, bool) {
+	switch {
+	case sf.resetOut:
+		sf.resetOut = false
+		t, ok := c.build(now, sf, buf, &pktSpec{typ: wire.TypeReset})
+		switch {
+		case sf.state == sfClosed:
+			c.ep.unindex(sf)
+		case sf.join && sf.state != sfOpen && sf.state != sfClosing:
+			sf.state = sfClosed // JoinFailed was already reported
+			c.ep.unindex(sf)
+		default:
+			c.subflowClosed(sf, sf.resetCode, "reset sent")
+		}
+		if ok {
+			c.ep.stats.ResetsSent++
+		}
+		return t, ok
+	case sf.state == sfRequest && sf.reqDue <= now:
+		sf.reqTries++
+		sf.reqDue = now.Add(sf.reqRTO)
+		sf.reqRTO = min(2*sf.reqRTO, 16*time.Second)
+		return c.build(now, sf, buf, &pktSpec{typ: wire.TypeRequest})
+	case sf.state == sfRespond && sf.respOut:
+		sf.respOut = false
+		return c.build(now, sf, buf, &pktSpec{typ: wire.TypeResponse})
+	case sf.state == sfPartOpen && (sf.ackNow || sf.partDue <= now):
+		sf.partDue = now.Add(sf.partRTO)
+		sf.partRTO = min(2*sf.partRTO, 4*time.Second)
+		return c.build(now, sf, buf, &pktSpec{typ: wire.TypeAck})
+	case sf.syncAckOut && sf.state >= sfPartOpen:
+		sf.syncAckOut = false
+		return c.build(now, sf, buf, &pktSpec{typ: wire.TypeSyncAck, ackNo: sf.syncAckAck, hasAckNo: true})
+	case sf.syncOut && sf.state >= sfPartOpen:
+		sf.syncOut = false
+		sf.stats.SyncsOut++
+		return c.build(now, sf, buf, &pktSpec{typ: wire.TypeSync, ackNo: sf.syncAckNo, hasAckNo: true})
+	case sf.state == sfClosing && (sf.closeOut || sf.closeDue <= now):
+		sf.closeOut = false
+		sf.closeTries++
+		sf.closeDue = now.Add(closeRTO << min(sf.closeTries, 6))
+		return c.build(now, sf, buf, &pktSpec{typ: wire.TypeClose})
+	}
+	return Transmit{}, false
+}
+
+func (c *Conn) pollAck(now mono.Time, sf *subflow, buf []byte) (Transmit, bool) {
+	if sf.state != sfOpen {
+		return Transmit{}, false
+	}
+	switch {
+	case sf.ackNow || sf.dataSinceAck >= sf.rxAckRatio || sf.ackDeadline <= now,
+		sf.lazyAckDue(now),
+		sf.hasChanges() && now.Sub(sf.lastChangeSent) >= 200*time.Millisecond,
+		c.ctrlDue(now, sf):
+		return c.build(now, sf, buf, &pktSpec{typ: wire.TypeAck})
+	case now.Sub(sf.lastHeard) >= c.keepAlive() && now.Sub(sf.lastProbe) >= c.keepAlive():
+		// Keepalive: a Sync asks for a SyncAck, so both ends hear each other.
+		sf.lastProbe = now
+		sf.stats.SyncsOut++
+		return c.build(now, sf, buf, &pktSpec{typ: wire.TypeSync, ackNo: sf.gsr, hasAckNo: true})
+	}
+	return Transmit{}, false
+}
+
+func (c *Conn) pollData(now mono.Time, buf []byte) (Transmit, bool) {
+	// Remaining copies of a packet a redundant scheduler sent on several paths.
+	for len(c.pendPaths) > 0 {
+		sf := c.pathByID(c.pendPaths[0])
+		c.pendPaths = c.pendPaths[1:]
+		if sf == nil || !sf.usable() || !sf.ready(now) {
+			c.stats.CopiesSkipped++
+			continue
+		}
+		t, ok := c.sendData(now, sf, buf, c.pend.b[:c.pend.n], c.pendSeq)
+		if len(c.pendPaths) == 0 {
+			c.ep.pool.put(c.pend.b)
+			c.pend = queued{}
+		}
+		if ok {
+			return t, true
+		}
+	}
+	if c.pend.b != nil {
+		c.ep.pool.put(c.pend.b)
+		c.pend = queued{}
+	}
+	if c.state != Open || c.holdUntil > now {
+		return Transmit{}, false
+	}
+	if !c.takeHead(now) {
+		c.appLimited(now)
+		return Transmit{}, false
+	}
+	c.schedBuf = c.schedBuf[:0]
+	anyUsable := false
+	for _, sf := range c.subflows {
+		if sf.state != sfOpen {
+			continue
+		}
+		st := sf.cc.State()
+		u := sf.usable()
+		anyUsable = anyUsable || u
+		c.schedBuf = append(c.schedBuf, scheduler.Path{ID: sf.id, Usable: u, Prio: sf.prio, Weight: sf.weight,
+			Cwnd: st.Cwnd, InFlight: st.InFlight, CanSend: sf.cc.CanSend(now), SendTime: sf.cc.SendTime(now),
+			SRTT: st.SRTT, RTTVar: st.RTTVar, MinRTT: st.MinRTT, PacingRate: st.PacingRate})
+	}
+	if !anyUsable {
+		c.holdUntil = mono.Never
+		return Transmit{}, false
+	}
+	q := c.head
+	c.pickBuf = c.sched.Pick(now, c.schedBuf, scheduler.Packet{Size: q.n, Class: q.class}, c.pickBuf[:0])
+	if len(c.pickBuf) == 0 {
+		c.holdUntil = c.retryTime(now)
+		return Transmit{}, false
+	}
+	first := c.pathByID(c.pickBuf[0])
+	if first == nil || !first.usable() {
+		c.holdUntil = mono.Never
+		return Transmit{}, false
+	}
+	if !first.ready(now) {
+		if first.cc.CanSend(now) {
+			c.holdUntil = first.cc.SendTime(now)
+		} else {
+			c.holdUntil = mono.Never // wait for an ack
+		}
+		return Transmit{}, false
+	}
+	c.head, c.hasHead = queued{}, false
+	seq := c.mpSeq
+	c.mpSeq = seqAdd(c.mpSeq, 1)
+	t, ok := c.sendData(now, first, buf, q.b[:q.n], seq)
+	if len(c.pickBuf) > 1 {
+		c.pend, c.pendSeq = q, seq
+		c.pendPaths = append(c.pendPaths[:0], c.pickBuf[1:]...)
+	} else {
+		c.ep.pool.put(q.b)
+	}
+	return t, ok
+}
+
+// appLimited tells the controllers that want to know (BBR) that the
+// connection has nothing to send while they still have window room, so
+// their delivery-rate samples are not taken as the path's capacity.
+func (c *Conn) appLimited(now mono.Time) {
+	for _, sf := range c.subflows {
+		if n, ok := sf.cc.(ccid.AppLimitedNotifier); ok && sf.state == sfOpen && sf.cc.CanSend(now) {
+			n.OnAppLimited(now)
+		}
+	}
+}
+
+// retryTime is when a held packet should be offered to the scheduler again:
+// the earliest pacing release of a path with window room, or Never (an ack
+// or a path change clears the hold).
+func (c *Conn) retryTime(now mono.Time) mono.Time {
+	t := mono.Never
+	for i := range c.schedBuf {
+		p := &c.schedBuf[i]
+		if p.Usable && p.CanSend && p.SendTime > now {
+			t = mono.Min(t, p.SendTime)
+		}
+	}
+	return t
+}
+
+func (c *Conn) sendData(now mono.Time, sf *subflow, buf, payload []byte, seq uint64) (Transmit, bool) {
+	typ := wire.TypeData
+	if sf.ackNow || sf.ackLazy || sf.dataSinceAck > 0 || sf.hasChanges() || c.ctrlDue(now, sf) ||
+		now.Sub(sf.rttSentAt) >= rttReportEvery {
+		typ = wire.TypeDataAck
+	}
+	t, ok := c.build(now, sf, buf, &pktSpec{typ: typ, payload: payload, mpSeq: seq, hasMPSeq: true, inFlight: true})
+	if ok {
+		c.stats.SentPackets++
+		c.stats.SentBytes += uint64(len(payload))
+	}
+	return t, ok
+}
+
+// lazyAckDue: acks that only acknowledge acks are piggybacked, but when
+// the Ack Vector state grows (the peer sends no data to carry them) a pure
+// Ack goes out, at most every lazyAckInterval so that two idle ends never
+// ping-pong.
+func (sf *subflow) lazyAckDue(now mono.Time) bool {
+	return sf.ackLazy && sf.rx.span() >= lazyAckSpan && now.Sub(sf.lastAckAt) >= lazyAckInterval
+}
+
+// keepAlive is the idle time after which a subflow is probed. The server
+// waits half as long again, so that on an idle path the client's probe
+// usually comes first and one Sync/SyncAck pair per interval suffices.
+func (c *Conn) keepAlive() time.Duration {
+	if c.ep.cfg.Role == Server {
+		return c.ep.cfg.KeepAlive * 3 / 2
+	}
+	return c.ep.cfg.KeepAlive
+}
