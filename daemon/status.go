@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/mptun/mptun/ccid/aqm"
 	"github.com/mptun/mptun/control"
 	"github.com/mptun/mptun/internal/mono"
 	"github.com/mptun/mptun/mpdccp"
@@ -43,6 +44,7 @@ type ConnStatus struct {
 	QueueDrops       uint64         `json:"queue_drops"`
 	Paths            []PathStatus   `json:"paths"`
 	Reorder          reorder.Stats  `json:"reorder"`
+	AQM              aqm.Stats      `json:"aqm"`
 	SchedulerPicks   map[int]uint64 `json:"scheduler_picks"`
 }
 
@@ -112,7 +114,7 @@ func (d *Daemon) Status(ctx context.Context) (Status, error) {
 				Scheduler: d.schedName, Reorderer: d.reoName, Queued: cs.Queued,
 				SentPackets: cs.SentPackets, SentBytes: cs.SentBytes,
 				DeliveredPackets: cs.DeliveredPackets, DeliveredBytes: cs.DeliveredBytes,
-				QueueDrops: cs.QueueDrops, Reorder: cs.Reorder, SchedulerPicks: cs.Scheduler.Picks}
+				QueueDrops: cs.QueueDrops, Reorder: cs.Reorder, AQM: cs.AQM, SchedulerPicks: cs.Scheduler.Picks}
 			for _, p := range cs.Paths {
 				cc := p.CC
 				ps := PathStatus{ID: p.ID, Name: d.pathName[p.ID], State: p.State, Failed: p.Failed,

@@ -110,6 +110,8 @@ func TestTunnelEndToEnd(t *testing.T) {
 			t.Fatalf("capture: %v", err)
 		}
 		mptunMbps, mptunRetr = iperf(t, ctx, tp.srv, tp.cpe, "10.99.0.1", secs, nil)
+		logStatus(t, "cpe", cpe.socket)
+		logStatus(t, "concentrator", srv.socket)
 
 		// Kernel MPTCP over the same two paths, right after.
 		must(t, tp.srv.IP(ctx, "mptcp", "limits", "set", "subflows", "4", "add_addr_accepted", "4"))
@@ -136,6 +138,21 @@ func TestTunnelEndToEnd(t *testing.T) {
 	// A clean SIGTERM: MP_CLOSE on every subflow and exit 0.
 	if err := cpe.stop(); err != nil {
 		t.Errorf("cpe did not exit cleanly: %v", err)
+	}
+}
+
+// logStatus logs what explains a goodput figure: per-path loss, RTT and
+// the reorder and AQM decisions.
+func logStatus(t *testing.T, name, socket string) {
+	t.Helper()
+	st := status(t, socket)
+	for _, c := range st.Conns {
+		t.Logf("%s: reorder %+v", name, c.Reorder)
+		t.Logf("%s: aqm %+v queue drops %d", name, c.AQM, c.QueueDrops)
+		for _, p := range c.Paths {
+			t.Logf("%s: path %d %s cwnd %d srtt %.1fms sent %d lost %d spurious %d timeouts %d",
+				name, p.ID, p.Phase, p.Cwnd, p.RTTms, p.PacketsSent, p.PacketsLost, p.Spurious, p.Timeouts)
+		}
 	}
 }
 

@@ -90,6 +90,10 @@ func (c *Conn) handlePacket(now mono.Time, sf *subflow, p *wire.Packet, ecn uint
 			if wire.ValidAckVector(o.Data) {
 				e.cells = append(e.cells, o.Data...)
 			}
+		case wire.OptNDPCount:
+			if v, err := wire.ParseNDPCount(o.Data); err == nil {
+				ro.ndp, ro.hasNDP = v, true
+			}
 		case wire.OptElapsedTime:
 			if v, err := wire.ParseElapsedTime(o.Data); err == nil {
 				ro.elapsed = time.Duration(v) * 10 * time.Microsecond
@@ -280,7 +284,7 @@ func (c *Conn) receiveData(now mono.Time, sf *subflow, p *wire.Packet, ro *rxOpt
 	c.stats.Received++
 	b := c.ep.pool.get()
 	n := copy(b, p.Payload)
-	it := reorder.Item{Seq: ro.mpSeq, Path: sf.id, PathSeq: p.Seq, Arrival: now, Buf: b[:n]}
+	it := reorder.Item{Seq: ro.mpSeq, Path: sf.id, PathSeq: sf.dataSeq(p.Seq, ro), Arrival: now, Buf: b[:n]}
 	if !c.reo.Push(now, it) {
 		c.ep.pool.put(b)
 		c.ep.drop(DropDuplicate)
@@ -288,6 +292,30 @@ func (c *Conn) receiveData(now mono.Time, sf *subflow, p *wire.Packet, ro *rxOpt
 		return
 	}
 	c.mayDeliver = true
+}
+
+// dataSeq numbers the data packets of a subflow as the reorderer needs
+// them: consecutive unless data packets were lost on this path. Every DCCP
+// packet consumes a sequence number, so a hole in the DCCP sequence may be
+// lost or simply unseen Acks; the sender's NDP Count (RFC 4340 §7.7) says
+// how many of the packets just before this one carried no data. Without
+// it a hole is not taken as evidence of data loss.
+func (sf *subflow) dataSeq(seq uint64, ro *rxOpts) uint64 {
+	if !sf.rxData {
+		sf.rxData, sf.rxLastData, sf.rxDataSeq = true, seq, 0
+		return 0
+	}
+	hole := seqDiff(seq, sf.rxLastData) - 1
+	if hole < 0 {
+		return sf.rxDataSeq // reordered on the path itself: no evidence
+	}
+	lost := int64(0)
+	if ro.hasNDP {
+		lost = max(0, hole-int64(ro.ndp))
+	}
+	sf.rxLastData = seq
+	sf.rxDataSeq = (sf.rxDataSeq + 1 + uint64(lost)) & wire.MaxSeq
+	return sf.rxDataSeq
 }
 
 // handleConfirm removes the control items that an MP_CONFIRM echoes.
@@ -434,4 +462,6 @@ type rxOpts struct {
 	confirmMP bool // Confirm L(MP_CAPABLE) seen
 	rttUpdate bool
 	mandatory bool
+	ndp       uint64 // NDP Count: non-data packets sent just before this one
+	hasNDP    bool
 }

@@ -54,6 +54,13 @@ type featOpt struct {
 
 // subflow is one DCCP connection of an MP-DCCP connection.
 type subflow struct {
+	// ndpRun counts non-data packets sent since the last data packet (NDP
+	// Count); rxData, rxLastData and rxDataSeq number received data packets
+	// for the reorderer (see dataSeq).
+	ndpRun     uint64
+	rxData     bool
+	rxLastData uint64
+	rxDataSeq  uint64
 	conn       *Conn
 	id         int
 	local      int
@@ -385,6 +392,10 @@ func (c *Conn) build(now mono.Time, sf *subflow, buf []byte, ps *pktSpec) (Trans
 			return Transmit{}, false
 		}
 	}
+	if isData && sf.ndpRun > 0 && room(8) {
+		// Lets the receiver tell lost data from unseen Acks (RFC 4340 §7.7).
+		_ = b.NDPCount(sf.ndpRun)
+	}
 
 	// Feature negotiation (never on Data, RFC 4340 §6).
 	if ps.typ != wire.TypeData && ps.typ != wire.TypeReset {
@@ -457,6 +468,9 @@ func (c *Conn) build(now mono.Time, sf *subflow, buf []byte, ps *pktSpec) (Trans
 	sf.stats.BytesOut += uint64(n)
 	if isData {
 		sf.stats.DataOut++
+		sf.ndpRun = 0
+	} else {
+		sf.ndpRun++
 	}
 	if ps.typ == wire.TypeAck {
 		sf.stats.AcksOut++

@@ -86,6 +86,27 @@ func (w *winMax) get(now mono.Time) time.Duration {
 	return max(w.cur, w.prev)
 }
 
+type advance struct {
+	seq uint64
+	at  mono.Time
+}
+
+// passedAt is when the path first delivered an MP_SEQ above g (the oldest
+// remembered time if that was earlier), and false if it has not yet.
+func (p *pathState) passedAt(g uint64) (mono.Time, bool) {
+	n := min(p.advN, uint64(len(p.adv)))
+	if n == 0 {
+		return 0, false
+	}
+	for i := p.advN - n; i < p.advN; i++ {
+		a := p.adv[i%uint64(len(p.adv))]
+		if seqDiff(a.seq, g) > 0 {
+			return a.at, true
+		}
+	}
+	return 0, false
+}
+
 type pathState struct {
 	seen     bool
 	told     bool // SetPaths knows this path
@@ -97,6 +118,13 @@ type pathState struct {
 	rttOWD   time.Duration // one-way delay estimate from RTTs (RTT/2)
 	late     winMax        // how late this path's packets fill gaps
 	lateAvg  time.Duration // smoothed lateness, for equalize
+	// inPath is how late packets arrived that this very path overtook:
+	// a path that reorders by itself cannot prove a gap lost at once.
+	inPath winMax
+	// adv remembers when the frontier passed which MP_SEQ, for the last
+	// len(adv) advances, to time the path's own reordering.
+	adv  [32]advance
+	advN uint64
 
 	fifo       []fifoEntry // ring, len is a power of two
 	head, tail uint64
@@ -238,9 +266,12 @@ func (b *buffer) holdFor(now mono.Time, p *pathState) (release, expire time.Dura
 		return 0, 0
 	case modeFixed:
 		return 0, b.cfg.MaxHold
-	case modeAdaptive:
-		h := max(b.rttDiff, b.lateAll.get(now)) + b.margin()
-		return 0, min(h, b.cfg.MaxHold)
+	}
+	// A gap holds for the delay difference (RTTs or observed lateness,
+	// which includes the paths' own reordering) plus the margin.
+	gap := min(max(b.rttDiff, b.lateAll.get(now))+b.margin(), b.cfg.MaxHold)
+	if b.mode == modeAdaptive {
+		return 0, gap
 	}
 	// Equalize: hold p's packets by how much faster p is than the slowest
 	// active path: by RTT when known, else by the smoothed lateness with
@@ -259,7 +290,7 @@ func (b *buffer) holdFor(now mono.Time, p *pathState) (release, expire time.Dura
 		eq = maxOWD - p.rttOWD
 	}
 	eq = min(eq, b.cfg.MaxHold)
-	return eq, min(eq+b.margin(), b.cfg.MaxHold)
+	return eq, max(gap, min(eq+b.margin(), b.cfg.MaxHold))
 }
 
 func (b *buffer) pastSet(seq uint64) bool {
@@ -302,8 +333,17 @@ func (b *buffer) Push(now mono.Time, it Item) bool {
 	b.lastArrival = now
 	p := b.path(it.Path)
 	prevSeq, prevPS, hadPrev := p.lastSeq, p.lastPS, p.seen
+	overtaken := p.seen && seqDiff(seq, p.frontier) < 0
+	if overtaken {
+		// This path delivered higher MP_SEQs first: it reorders by itself.
+		if at, ok := p.passedAt(seq); ok {
+			p.inPath.add(now, now.Sub(at))
+		}
+	}
 	if !p.seen || seqDiff(seq, p.frontier) > 0 {
 		p.frontier = seq
+		p.adv[p.advN%uint64(len(p.adv))] = advance{seq, now}
+		p.advN++
 	}
 	p.seen, p.lastAt, p.lastSeq, p.lastPS = true, now, seq, it.PathSeq&seqMask
 
@@ -341,7 +381,7 @@ func (b *buffer) Push(now mono.Time, it Item) bool {
 	b.buffered++
 	b.fifoPush(p, fifoEntry{seq: seq, expire: now.Add(exp)})
 
-	if hadPrev {
+	if hadPrev && p.inPath.get(now) == 0 {
 		b.pathSeqLoss(prevSeq, prevPS, seq, it.PathSeq&seqMask)
 	}
 	b.refresh(now)
@@ -541,7 +581,8 @@ func (b *buffer) lostGap(now mono.Time, sl *slot, seq uint64) bool {
 		return true
 	}
 	// Every active path has already delivered beyond seq: as paths keep
-	// their order, nothing can still bring it.
+	// their order, nothing can still bring it. A path seen reordering by
+	// itself only counts once it passed seq longer ago than it reorders.
 	// Without SetPaths a lone path may just be the first one heard from.
 	n := 0
 	for i := range b.paths {
@@ -551,6 +592,11 @@ func (b *buffer) lostGap(now mono.Time, sl *slot, seq uint64) bool {
 		}
 		if !p.seen || seqDiff(p.frontier, seq) <= 0 {
 			return false
+		}
+		if w := p.inPath.get(now); w > 0 {
+			if at, ok := p.passedAt(seq); !ok || now.Sub(at) < w+b.margin() {
+				return false
+			}
 		}
 		n++
 	}

@@ -51,6 +51,12 @@ func (s *ecf) Pick(now mono.Time, paths []Path, p Packet, dst []int) []int {
 		s.waiting = false
 		return s.record(append(dst, fast.ID))
 	}
+	if p.Backlog == 0 {
+		// Unknown backlog: never hold, or a busy connection would starve
+		// the slow path.
+		s.waiting = false
+		return s.record(append(dst, slow.ID))
+	}
 	// When would the backlog have reached the peer if it all waited for
 	// the fast path, versus this packet going over the slow path now?
 	// ECF compares round trips because TCP completes on ACKs; a tunnel

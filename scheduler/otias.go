@@ -9,17 +9,22 @@ import (
 )
 
 func init() {
-	Register("otias", func(c Config) Scheduler { return &otias{mss: c.withDefaults().MSS} })
+	Register("otias", func(c Config) Scheduler {
+		c = c.withDefaults()
+		return &otias{mss: c.MSS, queues: c.PathQueues}
+	})
 }
 
 // otias (out-of-order transmission for in-order arrival, Yang et al.)
 // sends each packet on the path where it is estimated to arrive first,
-// counting what is already queued and in flight there. It may pick a path
-// whose window is full: the packet then waits in that path's queue, which
-// is still sooner than going over the slow path.
+// counting what is already queued and in flight there. With per-path
+// queues (Config.PathQueues) it may pick a path whose window is full: the
+// packet then waits in that path's queue, which is still sooner than going
+// over the slow path. Without them it picks among paths with room.
 type otias struct {
 	counters
-	mss int
+	mss    int
+	queues bool
 }
 
 func (*otias) Name() string { return "otias" }
@@ -29,7 +34,7 @@ func (s *otias) Pick(now mono.Time, paths []Path, p Packet, dst []int) []int {
 	best, bestT := -1, time.Duration(0)
 	for i := range paths {
 		q := &paths[i]
-		if !eligible(q, floor) {
+		if !eligible(q, floor) || (!s.queues && !q.CanSend) {
 			continue
 		}
 		t := arrival(now, q, p.Size, s.mss)

@@ -39,8 +39,8 @@ type Packet struct {
 	// Class is the traffic class chosen by the classifier rules (0 = default).
 	Class int
 	// Backlog is the number of bytes waiting at the connection level,
-	// this packet included (0 = unknown: just this packet). ECF uses it
-	// to decide whether the slow path is needed at all.
+	// this packet included. ECF uses it to decide whether the slow path is
+	// needed at all; 0 means unknown, and ECF then never holds.
 	Backlog int
 }
 
@@ -62,6 +62,8 @@ type Scheduler interface {
 type Stats struct {
 	Picks map[int]uint64 // packets assigned per path id
 	Holds uint64         // Pick calls that returned no path
+	// Switches counts changes of the active path (active-standby).
+	Switches uint64
 }
 
 // Config parameterises schedulers. The zero value gives the defaults.
@@ -69,6 +71,11 @@ type Config struct {
 	// MSS is the packet size assumed when converting windows to bytes
 	// (default 1400).
 	MSS int
+	// PathQueues says the engine keeps a queue per path: a packet picked
+	// for a path whose window is full waits there (and Path.Queued counts
+	// it). Only then do otias and redundant pick full paths; without it
+	// they choose among paths with room, as every other scheduler does.
+	PathQueues bool
 	// ECFBeta is ECF's hysteresis: once it has decided to wait for the
 	// fast path it keeps waiting until the slow path is better by this
 	// fraction (default 0.1).

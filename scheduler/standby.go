@@ -15,10 +15,16 @@ func init() {
 type activeStandby struct {
 	counters
 	active   int // path id, -1 before the first pick
-	Switches uint64
+	switches uint64
 }
 
 func (*activeStandby) Name() string { return "active-standby" }
+
+func (s *activeStandby) Stats() Stats {
+	st := s.counters.Stats()
+	st.Switches = s.switches
+	return st
+}
 
 func (s *activeStandby) Pick(now mono.Time, paths []Path, p Packet, dst []int) []int {
 	var cur, best *Path
@@ -39,7 +45,7 @@ func (s *activeStandby) Pick(now mono.Time, paths []Path, p Packet, dst []int) [
 	}
 	if cur == nil || best.Prio > cur.Prio {
 		if s.active >= 0 {
-			s.Switches++
+			s.switches++
 		}
 		cur, s.active = best, best.ID
 	}

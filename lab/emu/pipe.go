@@ -111,6 +111,11 @@ func (p *Pipe) SetConfig(cfg Config, now mono.Time) {
 		p.oppIdx = cfg.Trace.firstAtOrAfter(now.Sub(p.start))
 		p.credit = 0
 	}
+	if cfg.Trace == nil && oldTrace != nil && p.busy {
+		// From a trace to a rate: the head's remaining bytes go at the rate.
+		f := p.queue[p.qHead]
+		f.txEnd = now.Add(serialization(f.remaining, cfg.Rate))
+	}
 }
 
 // GetFrame returns an empty frame buffer; frames are recycled with PutFrame,

@@ -292,3 +292,29 @@ func FuzzParseTrace(f *testing.F) {
 		}
 	})
 }
+
+func TestSwitchTraceToRate(t *testing.T) {
+	tr, _ := ParseTrace(strings.NewReader("1000\n")) // one opportunity per second
+	p := NewPipe(Config{Trace: tr}, 0, 1)
+	for i := 0; i < 3; i++ {
+		f := p.GetFrame()
+		f.Buf = f.Buf[:1500]
+		p.Enqueue(0, f)
+	}
+	now := mono.Time(100 * time.Millisecond)
+	p.Advance(now)
+	p.SetConfig(Config{Rate: 12e6}, now) // 1 ms per frame
+	var got []mono.Time
+	for now < mono.Time(2*time.Second) && len(got) < 3 {
+		now = p.NextDeadline()
+		p.Advance(now)
+		for f := p.Pop(now); f != nil; f = p.Pop(now) {
+			got = append(got, f.deliverAt)
+			p.PutFrame(f)
+		}
+	}
+	want := []mono.Time{mono.Time(101 * time.Millisecond), mono.Time(102 * time.Millisecond), mono.Time(103 * time.Millisecond)}
+	if len(got) != 3 || got[0] != want[0] || got[2] != want[2] {
+		t.Fatalf("deliveries %v, want %v", got, want)
+	}
+}

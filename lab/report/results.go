@@ -231,7 +231,7 @@ func (r *Results) WriteSummary(out io.Writer) {
 			fmt.Fprintf(out, "%s: error: %s\n", run.Peer, run.Error)
 		}
 		if run.Web != nil {
-			fmt.Fprintf(out, "%s web: %d flows (%d failed):", run.Peer, run.Web.Flows, run.Web.Failed)
+			fmt.Fprintf(out, "%s web: %d flows (%d failed, %d unfinished at the end):", run.Peer, run.Web.Flows, run.Web.Failed, run.Web.Unfinished)
 			for _, b := range run.Web.Buckets {
 				fmt.Fprintf(out, " %s n=%d p50 %.1f ms p99 %.1f ms;", b.Label, b.Flows, b.P50ms, b.P99ms)
 			}

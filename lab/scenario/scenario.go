@@ -209,6 +209,16 @@ func (sc *Scenario) validate() error {
 			}
 		}
 	}
+	for i, s := range sc.PathSpecs() {
+		for _, c := range []struct {
+			dir string
+			cfg emu.Config
+		}{{"up", s.Up}, {"down", s.Down}} {
+			if err := c.cfg.Validate(); err != nil {
+				bad("path %q %s: %v", sc.Paths[i].Name, c.dir, err)
+			}
+		}
+	}
 	if sc.BestPath != "" && !names[sc.BestPath] {
 		bad("best_path %q: no such path", sc.BestPath)
 	}

@@ -4,6 +4,7 @@ package scenario
 
 import (
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -17,9 +18,15 @@ type Rate float64
 func (r *Rate) UnmarshalTOML(v any) error {
 	switch x := v.(type) {
 	case int64:
+		if x < 0 {
+			return fmt.Errorf("rate %d: negative", x)
+		}
 		*r = Rate(x)
 		return nil
 	case float64:
+		if x < 0 || x != x {
+			return fmt.Errorf("rate %v: not a rate", x)
+		}
 		*r = Rate(x)
 		return nil
 	case string:
@@ -47,7 +54,7 @@ func ParseRate(s string) (float64, error) {
 		mult, t = 1e9, t[:len(t)-1]
 	}
 	f, err := strconv.ParseFloat(strings.TrimSpace(t), 64)
-	if err != nil || f < 0 {
+	if err != nil || !(f >= 0) || math.IsInf(f, 0) {
 		return 0, fmt.Errorf("rate %q: want e.g. \"16mbit\", \"800k\", \"1.5Gbit\"", s)
 	}
 	return f * mult, nil
@@ -87,7 +94,7 @@ func ParseSize(s string) (int, error) {
 		}
 	}
 	f, err := strconv.ParseFloat(t, 64)
-	if err != nil || f < 0 {
+	if err != nil || !(f >= 0) || f*mult > math.MaxInt32 {
 		return 0, fmt.Errorf("size %q: want e.g. \"64KB\", \"1MB\", \"9000\"", s)
 	}
 	return int(f * mult), nil

@@ -40,10 +40,13 @@ type FCTBucket struct {
 
 // WebResult holds per-flow completion times by size bucket.
 type WebResult struct {
-	Flows   int         `json:"flows"`
-	Failed  int         `json:"failed"`
-	Buckets []FCTBucket `json:"buckets"`
-	Err     string      `json:"error,omitempty"`
+	Flows  int `json:"flows"`
+	Failed int `json:"failed"`
+	// Unfinished flows were still running when the run ended; they are
+	// neither completions nor failures.
+	Unfinished int         `json:"unfinished"`
+	Buckets    []FCTBucket `json:"buckets"`
+	Err        string      `json:"error,omitempty"`
 }
 
 // BoundedPareto draws a size from the bounded Pareto distribution.
@@ -91,6 +94,7 @@ func RunWeb(ctx context.Context, env Env, cfg WebConfig) (WebResult, error) {
 		size int
 		fct  time.Duration
 		ok   bool
+		cut  bool
 	}
 	var (
 		mu    sync.Mutex
@@ -115,13 +119,18 @@ func RunWeb(ctx context.Context, env Env, cfg WebConfig) (WebResult, error) {
 			start := mono.Now()
 			ok := fetch(ctx, env, cfg, size)
 			mu.Lock()
-			flows = append(flows, flow{size, mono.Now().Sub(start), ok})
+			flows = append(flows, flow{size, mono.Now().Sub(start), ok, !ok && ctx.Err() != nil})
 			mu.Unlock()
 		}()
 	}
 	ln.Close()
 	wg.Wait()
 	res := WebResult{}
+	for _, f := range flows {
+		if f.cut {
+			res.Unfinished++
+		}
+	}
 	buckets := []struct {
 		label  string
 		lo, hi int
@@ -130,7 +139,7 @@ func RunWeb(ctx context.Context, env Env, cfg WebConfig) (WebResult, error) {
 		fb := FCTBucket{Label: b.label}
 		var ms []float64
 		for _, f := range flows {
-			if f.size < b.lo || f.size > b.hi {
+			if f.size < b.lo || f.size > b.hi || f.cut {
 				continue
 			}
 			if !f.ok {
