@@ -109,6 +109,9 @@ func New(cfg *config.Config, log *slog.Logger) (d *Daemon, err error) {
 	if cfg.Connection.Role == config.RoleServer {
 		epCfg.Role = mpdccp.Server
 	}
+	if epCfg.Classes, err = classRules(cfg); err != nil {
+		return nil, err
+	}
 	if d.ep, err = mpdccp.NewEndpoint(epCfg); err != nil {
 		return nil, fmt.Errorf("engine: %w", err)
 	}
@@ -153,6 +156,38 @@ func New(cfg *config.Config, log *slog.Logger) (d *Daemon, err error) {
 		return nil, err
 	}
 	return d, nil
+}
+
+// classRules turns the config's traffic classes into classifier rules. A
+// class listing several port ranges becomes one rule per combination, all
+// with the class's scheduler.
+func classRules(cfg *config.Config) ([]scheduler.Rule, error) {
+	var rules []scheduler.Rule
+	for _, cl := range cfg.Connection.Classes {
+		if len(cl.Dst) > 0 {
+			return nil, fmt.Errorf("%s: connection.class.%s.dst: matching on destination prefixes is not supported yet", cfg.File, cl.Name)
+		}
+		src := portRanges(cl.SrcPorts)
+		dst := portRanges(cl.DstPorts)
+		for _, s := range src {
+			for _, d := range dst {
+				rules = append(rules, scheduler.Rule{Name: cl.Name, Proto: cl.Protocol, SrcPorts: s, DstPorts: d,
+					DSCP: cl.DSCP, Scheduler: cl.Scheduler})
+			}
+		}
+	}
+	return rules, nil
+}
+
+func portRanges(rs []config.PortRange) []scheduler.PortRange {
+	if len(rs) == 0 {
+		return []scheduler.PortRange{{}} // any port
+	}
+	out := make([]scheduler.PortRange, len(rs))
+	for i, r := range rs {
+		out[i] = scheduler.PortRange{Lo: r.Lo, Hi: r.Hi}
+	}
+	return out
 }
 
 // openSockets opens the UDP sockets and returns the largest DCCP packet

@@ -81,8 +81,12 @@ type Conn struct {
 	pendPaths []int
 	holdUntil mono.Time
 	sched     scheduler.Scheduler
-	schedBuf  []scheduler.Path
-	pickBuf   []int
+	// classifier and classScheds implement per-traffic-class scheduling;
+	// classScheds[0] is unused (class 0 is sched).
+	classifier  *scheduler.Classifier
+	classScheds []scheduler.Scheduler
+	schedBuf    []scheduler.Path
+	pickBuf     []int
 
 	// Receiving.
 	reo        reorder.Reorderer
@@ -232,6 +236,9 @@ func (c *Conn) takeHead(now mono.Time) bool {
 		return false
 	}
 	c.head = queued{b: p[:cap(p)], n: len(p)}
+	if c.classifier != nil {
+		c.head.class = c.classifier.Classify(p)
+	}
 	c.hasHead = true
 	return true
 }
@@ -263,7 +270,15 @@ func (c *Conn) releaseBuffers() {
 	}
 }
 
-// SetScheduler swaps the scheduler.
+// schedulerFor returns the scheduler of a traffic class.
+func (c *Conn) schedulerFor(class int) scheduler.Scheduler {
+	if class > 0 && class < len(c.classScheds) {
+		return c.classScheds[class]
+	}
+	return c.sched
+}
+
+// SetScheduler swaps the scheduler of the default traffic class.
 func (c *Conn) SetScheduler(name string) error {
 	c.touch()
 	s, err := scheduler.New(resolveName(name, defaultScheduler, fallbackScheduler, scheduler.Names()), scheduler.Config{})

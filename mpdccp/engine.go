@@ -80,6 +80,9 @@ type Config struct {
 	MaxSubflows int // server side limit per connection, default 8
 	MaxPacket   int // max DCCP packet (UDP payload) size, default 1452
 	SendQueue   int // inner packets queued per connection, default 1024
+	// Classes map inner packets (protocol, ports, DSCP) to their own
+	// scheduler; unmatched packets use Scheduler.
+	Classes []scheduler.Rule
 	// AQM, when set, manages the send queue (CoDel marking CE on ECT inner
 	// packets, dropping Not-ECT ones); nil keeps a drop-tail FIFO. Limit
 	// and Drop are set by the engine.
@@ -400,6 +403,17 @@ func (e *Endpoint) newConn(now mono.Time) (*Conn, error) {
 	var err error
 	if c.sched, err = scheduler.New(e.schedName, scheduler.Config{}); err != nil {
 		return nil, fmt.Errorf("mpdccp: %w", err)
+	}
+	if len(e.cfg.Classes) > 0 {
+		if c.classifier, err = scheduler.NewClassifier(e.schedName, e.cfg.Classes); err != nil {
+			return nil, fmt.Errorf("mpdccp: traffic classes: %w", err)
+		}
+		c.classScheds = make([]scheduler.Scheduler, len(e.cfg.Classes)+1)
+		for i, name := range c.classifier.Classes()[1:] {
+			if c.classScheds[i+1], err = scheduler.New(name, scheduler.Config{}); err != nil {
+				return nil, fmt.Errorf("mpdccp: traffic class %d: %w", i+1, err)
+			}
+		}
 	}
 	if c.reo, err = reorder.New(e.reoName, e.cfg.Reorder); err != nil {
 		return nil, fmt.Errorf("mpdccp: %w", err)

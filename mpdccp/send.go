@@ -178,6 +178,12 @@ func (c *Conn) pollData(now mono.Time, buf []byte) (Transmit, bool) {
 	// Remaining copies of a packet a redundant scheduler sent on several paths.
 	for len(c.pendPaths) > 0 {
 		sf := c.pathByID(c.pendPaths[0])
+		if sf != nil && sf.usable() && sf.cc.CanSend(now) && sf.cc.SendTime(now) > now {
+			// Only pacing holds this copy back: wait for it rather than
+			// lose the redundancy.
+			c.holdUntil = sf.cc.SendTime(now)
+			return Transmit{}, false
+		}
 		c.pendPaths = c.pendPaths[1:]
 		if sf == nil || !sf.usable() || !sf.ready(now) {
 			c.stats.CopiesSkipped++
@@ -221,7 +227,12 @@ func (c *Conn) pollData(now mono.Time, buf []byte) (Transmit, bool) {
 		return Transmit{}, false
 	}
 	q := c.head
-	c.pickBuf = c.sched.Pick(now, c.schedBuf, scheduler.Packet{Size: q.n, Class: q.class}, c.pickBuf[:0])
+	backlog := q.n
+	if c.sendQ != nil {
+		backlog += c.sendQ.Bytes()
+	}
+	c.pickBuf = c.schedulerFor(q.class).Pick(now, c.schedBuf,
+		scheduler.Packet{Size: q.n, Class: q.class, Backlog: backlog}, c.pickBuf[:0])
 	if len(c.pickBuf) == 0 {
 		c.holdUntil = c.retryTime(now)
 		return Transmit{}, false

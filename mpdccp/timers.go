@@ -15,7 +15,8 @@ func (c *Conn) deadline() mono.Time {
 		d = c.holdUntil
 	}
 	if len(c.pendPaths) > 0 {
-		return 0
+		// Redundant copies wait only for pacing (holdUntil) or go at once.
+		d = mono.Min(d, c.holdUntil)
 	}
 	if rd := c.reo.Deadline(); rd < d {
 		d = rd
