@@ -104,3 +104,9 @@ func arrival(now mono.Time, p *Path, size, mss int) time.Duration {
 	}
 	return wait + r/2
 }
+
+// ready reports whether p can take a packet now: window room and a pacer
+// that lets it leave. Schedulers that spread load skip paths that are only
+// pacing-limited, so that a saturated path's pacer does not hold the whole
+// connection back (the engine waits for the picked path's release time).
+func ready(p *Path, now mono.Time) bool { return p.CanSend && p.SendTime <= now }

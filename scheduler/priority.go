@@ -33,7 +33,7 @@ func (s *priority) Pick(now mono.Time, paths []Path, p Packet, dst []int) []int 
 	var best *Path
 	for i := range paths {
 		q := &paths[i]
-		if eligible(q, floor) && q.CanSend && (best == nil || better(q, best)) {
+		if eligible(q, floor) && ready(q, now) && (best == nil || better(q, best)) {
 			best = q
 		}
 	}

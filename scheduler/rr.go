@@ -24,7 +24,7 @@ func (s *roundRobin) Pick(now mono.Time, paths []Path, p Packet, dst []int) []in
 	best, total := -1, 0
 	for i := range paths {
 		q := &paths[i]
-		if !eligible(q, floor) || !q.CanSend || q.ID < 0 || q.ID > maxPathID {
+		if !eligible(q, floor) || !ready(q, now) || q.ID < 0 || q.ID > maxPathID {
 			continue
 		}
 		if q.ID >= len(s.credit) {

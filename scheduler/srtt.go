@@ -20,7 +20,7 @@ func (s *lowestRTT) Pick(now mono.Time, paths []Path, p Packet, dst []int) []int
 	var best *Path
 	for i := range paths {
 		q := &paths[i]
-		if !eligible(q, floor) || !q.CanSend {
+		if !eligible(q, floor) || !ready(q, now) {
 			continue
 		}
 		if best == nil || rtt(q) < rtt(best) {
