@@ -1,11 +1,12 @@
 # mptun — multipath DCCP tunnel. `make help` lists the targets.
+export PATH := /usr/local/go/bin:$(PATH)
 GO        ?= go
 BIN       ?= bin
 FUZZTIME  ?= 20s
 SCENARIO  ?= configs/lab/demo.toml
 PKGS      := ./...
 
-.PHONY: all build test test-short vet demo bench fuzz install clean help
+.PHONY: all build deps test test-short vet demo bench fuzz install clean help
 
 all: build
 
@@ -23,13 +24,18 @@ build:
 vet:
 	$(GO) vet $(PKGS)
 
+deps:
+	scripts/deps.sh
+
+# Packages run one at a time (-p 1): the namespace tests measure throughput
+# and must not share the two cores with another package's simulations.
 test: build vet
-	$(GO) test -count=1 -timeout 25m $(PKGS)
+	$(GO) test -p 1 -count=1 -timeout 30m $(PKGS)
 
 test-short:
 	$(GO) test -short -count=1 $(PKGS)
 
-demo: build
+demo: deps build
 	./$(BIN)/mptun lab run $(SCENARIO) --out lab-out/demo
 
 bench:

@@ -4,12 +4,49 @@ package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"io"
+	"strings"
+
+	"github.com/mptun/mptun/bench"
 )
 
-// benchLab runs the lab scenario behind `bench aggregate` / `bench handover`.
+// benchLab runs `bench aggregate` or `bench handover` on the built-in lab.
 func benchLab(ctx context.Context, which string, args []string, asJSON bool, stdout, stderr io.Writer) int {
-	fmt.Fprintf(stderr, "mptun bench %s: use `mptun lab run configs/lab/demo.toml` for now\n", which)
-	return 1
+	fs := flag.NewFlagSet("bench "+which, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	secs := fs.Int("seconds", 0, "length of each peer's run (default 20 aggregate, 60 handover)")
+	ccs := fs.String("cc", "cubic,bbr", "inner TCP congestion controls (aggregate)")
+	out := fs.String("out", "", "keep the lab reports in this directory")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	o := bench.LabOptions{Seconds: *secs, CCs: strings.Split(*ccs, ","), Out: *out, Log: stderr}
+	if !asJSON {
+		o.Log = stdout
+	}
+	run := bench.Aggregate
+	if which == "handover" {
+		run = bench.Handover
+	}
+	res, err := run(ctx, o)
+	if err != nil {
+		fmt.Fprintf(stderr, "mptun bench %s: %v\n", which, err)
+		return 1
+	}
+	if asJSON {
+		printJSON(stdout, res)
+		return 0
+	}
+	fmt.Fprintf(stdout, "\n%s: %s\n", res.Benchmark, res.Scenario)
+	fmt.Fprintf(stdout, "  %-6s %-6s %10s %10s %7s %7s %10s %8s %8s\n", "peer", "cc", "goodput", "capacity", "aggr", "retr", "max gap", "lost", "owd p99")
+	for _, r := range res.Runs {
+		fmt.Fprintf(stdout, "  %-6s %-6s %10.2f %10.2f %7.3f %7d %8.0fms %8d %6.1fms\n", r.Peer, r.InnerCC, r.GoodputMbps,
+			r.CapacityMbs, r.Aggregation, r.Retrans, r.MaxGapMs, r.ProbeLost, r.OWDp99ms)
+	}
+	for cc, v := range res.VsMPTCP {
+		fmt.Fprintf(stdout, "  mptun / kernel MPTCP goodput (%s): %.3f\n", cc, v)
+	}
+	return 0
 }

@@ -1,0 +1,168 @@
+// SPDX-License-Identifier: MIT
+
+package bench
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/mptun/mptun/lab/report"
+	"github.com/mptun/mptun/lab/scenario"
+)
+
+// LabOptions parameterise `mptun bench aggregate|handover`.
+type LabOptions struct {
+	Seconds int      // length of each peer's run (default 20 aggregate, 60 handover)
+	CCs     []string // inner congestion controls (aggregate; default cubic, bbr)
+	Out     string   // report directory (default: a temporary one, removed)
+	Log     io.Writer
+}
+
+// LabPeerResult is one peer's figures in a lab benchmark.
+type LabPeerResult struct {
+	Peer        string  `json:"peer"`
+	InnerCC     string  `json:"inner_cc"`
+	GoodputMbps float64 `json:"goodput_mbps"`
+	CapacityMbs float64 `json:"capacity_sum_mbps"`
+	Aggregation float64 `json:"aggregation"`
+	Retrans     uint32  `json:"retrans"`
+	ProbeLost   int     `json:"probe_lost,omitempty"`
+	MaxGapMs    float64 `json:"max_gap_ms,omitempty"`
+	OWDp50ms    float64 `json:"owd_p50_ms,omitempty"`
+	OWDp99ms    float64 `json:"owd_p99_ms,omitempty"`
+}
+
+// LabResult is what the lab benchmarks print with --json.
+type LabResult struct {
+	Benchmark string          `json:"benchmark"`
+	Scenario  string          `json:"scenario"`
+	Runs      []LabPeerResult `json:"runs"`
+	// Ratios of mptun's goodput to kernel MPTCP's, per inner CC.
+	VsMPTCP map[string]float64 `json:"vs_mptcp"`
+}
+
+const aggregatePaths = `
+[[path]]
+name = "dsl"
+rate = "16mbit"
+rtt = "10ms"
+queue_time = "20ms"
+
+[[path]]
+name = "lte"
+rate = "30mbit"
+rtt = "40ms"
+queue_time = "50ms"
+`
+
+// Aggregate runs kernel MPTCP and mptun on two heterogeneous emulated
+// paths (16 Mbit/s 10 ms RTT + 30 Mbit/s 40 ms RTT) with a bulk TCP
+// download, once per inner congestion control.
+func Aggregate(ctx context.Context, o LabOptions) (LabResult, error) {
+	if o.Seconds <= 0 {
+		o.Seconds = 20
+	}
+	if len(o.CCs) == 0 {
+		o.CCs = []string{"cubic", "bbr"}
+	}
+	res := LabResult{Benchmark: "aggregate", Scenario: "16 Mbit/s 10 ms RTT + 30 Mbit/s 40 ms RTT, bulk TCP download", VsMPTCP: map[string]float64{}}
+	for _, cc := range o.CCs {
+		sc := fmt.Sprintf("name = \"aggregate-%s\"\nduration = \"%ds\"\nseed = 1\npeers = [\"mptcp\", \"mptun\"]\n%s\n[traffic.bulk]\ncc = %q\ndirection = \"down\"\n",
+			cc, o.Seconds, aggregatePaths, cc)
+		r, err := runScenario(ctx, o, "aggregate-"+cc, sc)
+		if err != nil {
+			return res, err
+		}
+		addRuns(&res, r, cc)
+	}
+	return res, nil
+}
+
+// Handover runs the demo scenario (the LTE path silently blackholed for a
+// third of the run) with kernel MPTCP and mptun, bulk TCP plus a probe.
+func Handover(ctx context.Context, o LabOptions) (LabResult, error) {
+	if o.Seconds <= 0 {
+		o.Seconds = 60
+	}
+	third := o.Seconds / 3
+	sc := fmt.Sprintf(`name = "handover"
+duration = "%ds"
+seed = 1
+peers = ["mptcp", "mptun"]
+%s
+[traffic.bulk]
+cc = "cubic"
+direction = "down"
+
+[traffic.probe]
+pps = 1000
+size = 64
+direction = "down"
+
+[[event]]
+at = "%ds"
+path = "lte"
+action = "blackhole"
+
+[[event]]
+at = "%ds"
+path = "lte"
+action = "restore"
+`, o.Seconds, aggregatePaths, third, 2*third)
+	res := LabResult{Benchmark: "handover", Scenario: fmt.Sprintf("demo paths, LTE silently blackholed %d-%d s of %d s, cubic + 1000 pps probe", third, 2*third, o.Seconds), VsMPTCP: map[string]float64{}}
+	r, err := runScenario(ctx, o, "handover", sc)
+	if err != nil {
+		return res, err
+	}
+	addRuns(&res, r, "cubic")
+	return res, nil
+}
+
+func runScenario(ctx context.Context, o LabOptions, name, text string) (*report.Results, error) {
+	dir, err := os.MkdirTemp("", "mptun-bench-lab")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(dir)
+	file := filepath.Join(dir, name+".toml")
+	if err := os.WriteFile(file, []byte(text), 0o600); err != nil {
+		return nil, err
+	}
+	out := filepath.Join(dir, "report")
+	if o.Out != "" {
+		out = filepath.Join(o.Out, name+"-"+time.Now().Format("150405"))
+	}
+	log := o.Log
+	if log == nil {
+		log = io.Discard
+	}
+	return scenario.RunWith(ctx, file, out, scenario.Options{Progress: log})
+}
+
+func addRuns(res *LabResult, r *report.Results, cc string) {
+	var mptcp, mptun float64
+	for _, run := range r.Runs {
+		p := LabPeerResult{Peer: run.Peer, InnerCC: cc, GoodputMbps: run.GoodputMbps,
+			CapacityMbs: run.CapacitySumMbps, Aggregation: run.Aggregation}
+		if run.Bulk != nil {
+			p.Retrans = run.Bulk.Retrans
+		}
+		if pr := run.Probe; pr != nil {
+			p.ProbeLost, p.MaxGapMs, p.OWDp50ms, p.OWDp99ms = pr.Lost, pr.MaxGapMs, pr.OWDms.P50, pr.OWDms.P99
+		}
+		res.Runs = append(res.Runs, p)
+		switch run.Peer {
+		case "mptcp":
+			mptcp = run.GoodputMbps
+		case "mptun":
+			mptun = run.GoodputMbps
+		}
+	}
+	if mptcp > 0 {
+		res.VsMPTCP[cc] = mptun / mptcp
+	}
+}
