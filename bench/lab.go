@@ -166,3 +166,71 @@ func addRuns(res *LabResult, r *report.Results, cc string) {
 		res.VsMPTCP[cc] = mptun / mptcp
 	}
 }
+
+// CCMatrix runs inner TCP (cubic, bbr) through mptun over one emulated
+// 20 Mbit/s, 40 ms RTT path for every outer controller (ccid2, bbr, none)
+// with and without the send-queue AQM. The probe's one-way delay shows the
+// inner RTT inflation the tunnel adds.
+func CCMatrix(ctx context.Context, o LabOptions) ([]CCRow, error) {
+	if o.Seconds <= 0 {
+		o.Seconds = 15
+	}
+	var rows []CCRow
+	for _, inner := range []string{"cubic", "bbr"} {
+		for _, outer := range []string{"ccid2", "bbr", "none"} {
+			for _, aqm := range []bool{true, false} {
+				sc := fmt.Sprintf(`name = "cc-%s-%s-%v"
+duration = "%ds"
+seed = 1
+peers = ["mptun"]
+
+[[path]]
+name = "wan"
+rate = "20mbit"
+rtt = "40ms"
+queue_time = "50ms"
+
+[traffic.bulk]
+cc = %q
+direction = "down"
+
+[traffic.probe]
+pps = 200
+size = 64
+direction = "down"
+
+[tunnel]
+ccid = %q
+aqm = %v
+`, inner, outer, aqm, o.Seconds, inner, outer, aqm)
+				r, err := runScenario(ctx, o, fmt.Sprintf("cc-%s-%s-%v", inner, outer, aqm), sc)
+				if err != nil {
+					return rows, err
+				}
+				for _, run := range r.Runs {
+					row := CCRow{Inner: inner, Outer: outer, AQM: aqm, GoodputMbps: run.GoodputMbps, Aggregation: run.Aggregation}
+					if run.Bulk != nil {
+						row.Retrans = run.Bulk.Retrans
+					}
+					if run.Probe != nil {
+						row.OWDp50ms, row.OWDp99ms = run.Probe.OWDms.P50, run.Probe.OWDms.P99
+					}
+					rows = append(rows, row)
+				}
+			}
+		}
+	}
+	return rows, nil
+}
+
+// CCRow is one cell of the congestion-control matrix.
+type CCRow struct {
+	Inner       string  `json:"inner_cc"`
+	Outer       string  `json:"outer_ccid"`
+	AQM         bool    `json:"aqm"`
+	GoodputMbps float64 `json:"goodput_mbps"`
+	Aggregation float64 `json:"utilisation"`
+	Retrans     uint32  `json:"inner_retrans"`
+	OWDp50ms    float64 `json:"owd_p50_ms"`
+	OWDp99ms    float64 `json:"owd_p99_ms"`
+}

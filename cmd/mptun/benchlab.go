@@ -26,6 +26,23 @@ func benchLab(ctx context.Context, which string, args []string, asJSON bool, std
 	if !asJSON {
 		o.Log = stdout
 	}
+	if which == "cc" {
+		rows, err := bench.CCMatrix(ctx, o)
+		if err != nil {
+			fmt.Fprintf(stderr, "mptun bench cc: %v\n", err)
+			return 1
+		}
+		if asJSON {
+			printJSON(stdout, rows)
+			return 0
+		}
+		fmt.Fprintf(stdout, "\ninner TCP through mptun, one path 20 Mbit/s 40 ms RTT (50 ms buffer); probe one-way delay (base 20 ms)\n")
+		fmt.Fprintf(stdout, "  %-6s %-6s %-5s %9s %6s %6s %10s %10s\n", "inner", "outer", "aqm", "Mbit/s", "util", "retr", "owd p50", "owd p99")
+		for _, r := range rows {
+			fmt.Fprintf(stdout, "  %-6s %-6s %-5v %9.2f %6.3f %6d %8.1fms %8.1fms\n", r.Inner, r.Outer, r.AQM, r.GoodputMbps, r.Aggregation, r.Retrans, r.OWDp50ms, r.OWDp99ms)
+		}
+		return 0
+	}
 	run := bench.Aggregate
 	if which == "handover" {
 		run = bench.Handover

@@ -84,6 +84,9 @@ func connSettings(b *strings.Builder, t TunnelConf) {
 	if t.CCID != "" {
 		fmt.Fprintf(b, "ccid = %q\n", t.CCID)
 	}
+	if t.AQM != nil {
+		fmt.Fprintf(b, "aqm = %v\n", *t.AQM)
+	}
 }
 
 // Setup writes both configs, checks them with `mptund -check`, starts the

@@ -134,8 +134,10 @@ type TunnelConf struct {
 	Scheduler string `toml:"scheduler"`
 	Reorderer string `toml:"reorderer"`
 	CCID      string `toml:"ccid"`
-	Mode      string `toml:"mode"`   // e.g. "aggregate" or "switch"; passed through
-	Binary    string `toml:"binary"` // mptund; default: next to this executable, then $PATH
+	// AQM turns the tunnel's send-queue AQM on or off (nil = daemon default).
+	AQM    *bool  `toml:"aqm"`
+	Mode   string `toml:"mode"`   // e.g. "aggregate" or "switch"; passed through
+	Binary string `toml:"binary"` // mptund; default: next to this executable, then $PATH
 }
 
 // Load reads and validates a scenario file. Unknown keys are errors.
