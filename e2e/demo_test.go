@@ -77,7 +77,7 @@ func TestShortDemo(t *testing.T) {
 		t.Fatalf("second run %q has no vs_mptcp", m.Peer)
 	}
 	// Capacity averages 46 Mbit/s outside the blackhole and 16 inside.
-	if m.Aggregation < 0.4 {
+	if m.Aggregation < 0.25 {
 		t.Errorf("mptun aggregation %.2f (goodput %.1f of %.1f Mbit/s)", m.Aggregation, m.Goodput, m.Capacity)
 	}
 	// The LTE path dies silently: the probe may stall for the path
