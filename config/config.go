@@ -58,6 +58,7 @@ type Connection struct {
 	PathTimeout    time.Duration
 	SendQueue      int // packets
 	AQM            bool
+	Retransmit     bool // loss repair: resend a lost data packet once
 	AQMTarget      time.Duration
 	RateLimit      uint64 // bits per second, 0 = none
 	Classes        []Class

@@ -75,7 +75,7 @@ func TestDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := Connection{Role: "client", CCID: "ccid2", Scheduler: "rr", Reorderer: "adaptive",
+	want := Connection{Role: "client", CCID: "ccid2", Scheduler: "rr", Reorderer: "fixed",
 		ReorderMaxHold: 100 * time.Millisecond, ReorderBuffer: 4096, ServiceCode: DefaultServiceCode,
 		Keepalive: time.Second, PathTimeout: 3 * time.Second, SendQueue: 1024, AQM: true, AQMTarget: 5 * time.Millisecond}
 	if got := cfg.Connection; got.Role != want.Role || got.CCID != want.CCID || got.Scheduler != want.Scheduler ||

@@ -85,6 +85,7 @@ type rawConfig struct {
 		PathTimeout    *string    `toml:"path_timeout"`
 		SendQueue      *int64     `toml:"send_queue"`
 		AQM            *bool      `toml:"aqm"`
+		Retransmit     *bool      `toml:"retransmit"`
 		AQMTarget      *string    `toml:"aqm_target"`
 		RateLimit      *string    `toml:"rate_limit"`
 		Class          []rawClass `toml:"class"`
@@ -369,7 +370,7 @@ func (c *checker) connection(raw *rawConfig, conn *Connection) {
 	c.name(top("connection.ccid"), "congestion controller", conn.CCID, c.names.CCIDs)
 	conn.Scheduler = deref(rc.Scheduler, "rr")
 	c.name(top("connection.scheduler"), "scheduler", conn.Scheduler, c.names.Schedulers)
-	conn.Reorderer = deref(rc.Reorderer, "adaptive")
+	conn.Reorderer = deref(rc.Reorderer, "fixed")
 	c.name(top("connection.reorderer"), "reorderer", conn.Reorderer, c.names.Reorderers)
 
 	conn.ReorderMaxHold = c.duration(top("connection.reorder_max_hold"), rc.ReorderMaxHold, 100*time.Millisecond, time.Microsecond, 10*time.Second)
@@ -384,6 +385,7 @@ func (c *checker) connection(raw *rawConfig, conn *Connection) {
 	}
 	conn.SendQueue = int(c.intIn(top("connection.send_queue"), rc.SendQueue, 1024, 1, 1<<20))
 	conn.AQM = deref(rc.AQM, true)
+	conn.Retransmit = deref(rc.Retransmit, true)
 	conn.AQMTarget = c.duration(top("connection.aqm_target"), rc.AQMTarget, 5*time.Millisecond, 100*time.Microsecond, 10*time.Second)
 	if rc.RateLimit != nil {
 		r, err := ParseRate(*rc.RateLimit)

@@ -97,9 +97,13 @@ func New(cfg *config.Config, log *slog.Logger) (d *Daemon, err error) {
 			MaxHold:     cfg.Connection.ReorderMaxHold,
 			BufferLimit: cfg.Connection.ReorderBuffer,
 			DropLate:    cfg.Connection.DropLate,
+			// Loss repair needs the gap held for about a round trip, so
+			// a path's own loss evidence must not skip it at once.
+			NoEarlyLoss: cfg.Connection.Retransmit,
 		},
 		MaxPacket:   maxPacket,
 		SendQueue:   cfg.Connection.SendQueue,
+		Retransmit:  cfg.Connection.Retransmit,
 		AQM:         &aqm.Config{Disabled: !cfg.Connection.AQM, Target: cfg.Connection.AQMTarget},
 		Rand:        rand.Reader,
 		KeepAlive:   cfg.Connection.Keepalive,

@@ -83,6 +83,7 @@ type Conn struct {
 	sched     scheduler.Scheduler
 	// classifier and classScheds implement per-traffic-class scheduling;
 	// classScheds[0] is unused (class 0 is sched).
+	rtxQ        []rtxItem // packets to send once more (loss repair)
 	classifier  *scheduler.Classifier
 	classScheds []scheduler.Scheduler
 	schedBuf    []scheduler.Path
@@ -125,6 +126,7 @@ type connCounters struct {
 	NoMPSeq                          uint64
 	CtrlRetransmits                  uint64
 	CtrlGivenUp                      uint64
+	Repaired                         uint64 // lost packets sent once more (loss repair)
 }
 
 // PathStats describe one subflow.
@@ -244,6 +246,7 @@ func (c *Conn) takeHead(now mono.Time) bool {
 }
 
 func (c *Conn) releaseBuffers() {
+	c.rtxReleaseAll()
 	if c.hasHead {
 		c.ep.pool.put(c.head.b)
 		c.head, c.hasHead = queued{}, false

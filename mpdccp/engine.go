@@ -80,6 +80,10 @@ type Config struct {
 	MaxSubflows int // server side limit per connection, default 8
 	MaxPacket   int // max DCCP packet (UDP payload) size, default 1452
 	SendQueue   int // inner packets queued per connection, default 1024
+	// Retransmit enables loss repair: a data packet a subflow reports lost
+	// is sent once more with its MP_SEQ (see rtx.go). The receiver's
+	// reorderer should then hold gaps for about a round trip.
+	Retransmit bool
 	// Classes map inner packets (protocol, ports, DSCP) to their own
 	// scheduler; unmatched packets use Scheduler.
 	Classes []scheduler.Rule

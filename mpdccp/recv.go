@@ -226,6 +226,9 @@ func (c *Conn) handlePacket(now mono.Time, sf *subflow, p *wire.Packet, ecn uint
 		// e.fb, not a local: a pointer passed through an interface escapes.
 		e.fb = ccid.Feedback{AckNo: p.Ack, Runs: e.runs, Elapsed: ro.elapsed, Size: size}
 		sf.cc.OnFeedback(now, &e.fb)
+		if c.ep.cfg.Retransmit {
+			c.rtxOnFeedback(now, sf, p.Ack, e.runs)
+		}
 		sf.updateFeatures()
 		c.holdUntil = 0
 	}

@@ -202,6 +202,11 @@ func (c *Conn) pollData(now mono.Time, buf []byte) (Transmit, bool) {
 		c.ep.pool.put(c.pend.b)
 		c.pend = queued{}
 	}
+	if len(c.rtxQ) > 0 && c.state == Open {
+		if t, ok := c.pollRepair(now, buf); ok {
+			return t, true
+		}
+	}
 	if c.state != Open || c.holdUntil > now {
 		return Transmit{}, false
 	}
@@ -254,10 +259,13 @@ func (c *Conn) pollData(now mono.Time, buf []byte) (Transmit, bool) {
 	seq := c.mpSeq
 	c.mpSeq = seqAdd(c.mpSeq, 1)
 	t, ok := c.sendData(now, first, buf, q.b[:q.n], seq)
-	if len(c.pickBuf) > 1 {
+	switch {
+	case len(c.pickBuf) > 1:
 		c.pend, c.pendSeq = q, seq
 		c.pendPaths = append(c.pendPaths[:0], c.pickBuf[1:]...)
-	} else {
+	case ok && c.ep.cfg.Retransmit:
+		c.rtxKeep(now, first, seq, q.b, q.n)
+	default:
 		c.ep.pool.put(q.b)
 	}
 	return t, ok

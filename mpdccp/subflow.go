@@ -58,6 +58,7 @@ type subflow struct {
 	// Count); rxData, rxLastData and rxDataSeq number received data packets
 	// for the reorderer (see dataSeq).
 	ndpRun     uint64
+	rtx        rtxRing // loss repair (Config.Retransmit)
 	rxData     bool
 	rxLastData uint64
 	rxDataSeq  uint64

@@ -87,6 +87,9 @@ func connSettings(b *strings.Builder, t TunnelConf) {
 	if t.AQM != nil {
 		fmt.Fprintf(b, "aqm = %v\n", *t.AQM)
 	}
+	if t.Retransmit != nil {
+		fmt.Fprintf(b, "retransmit = %v\n", *t.Retransmit)
+	}
 }
 
 // Setup writes both configs, checks them with `mptund -check`, starts the

@@ -135,9 +135,11 @@ type TunnelConf struct {
 	Reorderer string `toml:"reorderer"`
 	CCID      string `toml:"ccid"`
 	// AQM turns the tunnel's send-queue AQM on or off (nil = daemon default).
-	AQM    *bool  `toml:"aqm"`
-	Mode   string `toml:"mode"`   // e.g. "aggregate" or "switch"; passed through
-	Binary string `toml:"binary"` // mptund; default: next to this executable, then $PATH
+	AQM *bool `toml:"aqm"`
+	// Retransmit turns loss repair on (nil = daemon default).
+	Retransmit *bool  `toml:"retransmit"`
+	Mode       string `toml:"mode"`   // e.g. "aggregate" or "switch"; passed through
+	Binary     string `toml:"binary"` // mptund; default: next to this executable, then $PATH
 }
 
 // Load reads and validates a scenario file. Unknown keys are errors.
