@@ -42,6 +42,7 @@ type ConnStatus struct {
 	DeliveredPackets uint64         `json:"delivered_packets"`
 	DeliveredBytes   uint64         `json:"delivered_bytes"`
 	QueueDrops       uint64         `json:"queue_drops"`
+	Repaired         uint64         `json:"repaired"`
 	Paths            []PathStatus   `json:"paths"`
 	Reorder          reorder.Stats  `json:"reorder"`
 	AQM              aqm.Stats      `json:"aqm"`
@@ -114,7 +115,7 @@ func (d *Daemon) Status(ctx context.Context) (Status, error) {
 				Scheduler: d.schedName, Reorderer: d.reoName, Queued: cs.Queued,
 				SentPackets: cs.SentPackets, SentBytes: cs.SentBytes,
 				DeliveredPackets: cs.DeliveredPackets, DeliveredBytes: cs.DeliveredBytes,
-				QueueDrops: cs.QueueDrops, Reorder: cs.Reorder, AQM: cs.AQM, SchedulerPicks: cs.Scheduler.Picks}
+				QueueDrops: cs.QueueDrops, Repaired: cs.Repaired, Reorder: cs.Reorder, AQM: cs.AQM, SchedulerPicks: cs.Scheduler.Picks}
 			for _, p := range cs.Paths {
 				cc := p.CC
 				ps := PathStatus{ID: p.ID, Name: d.pathName[p.ID], State: p.State, Failed: p.Failed,

@@ -44,6 +44,10 @@ func TestShortDemo(t *testing.T) {
 			Aggregation float64  `json:"aggregation"`
 			VsMPTCP     *float64 `json:"vs_mptcp"`
 			Error       string   `json:"error"`
+			PeerMetrics *struct {
+				Cwnd       map[string][]float64 `json:"cwnd_packets"`
+				HoldCounts []uint64             `json:"hold_counts"`
+			} `json:"peer_metrics"`
 			Probe       *struct {
 				Lost     int     `json:"lost"`
 				MaxGapMs float64 `json:"max_gap_ms"`
@@ -76,6 +80,9 @@ func TestShortDemo(t *testing.T) {
 	if m.Peer != "mptun" || m.VsMPTCP == nil {
 		t.Fatalf("second run %q has no vs_mptcp", m.Peer)
 	}
+	if pm := m.PeerMetrics; pm == nil || len(pm.Cwnd) != 2 || len(pm.HoldCounts) == 0 {
+		t.Errorf("mptun peer_metrics (cwnd per path, reorder hold) missing: %+v", pm)
+	}
 	// Capacity averages 46 Mbit/s outside the blackhole and 16 inside.
 	if m.Aggregation < 0.25 {
 		t.Errorf("mptun aggregation %.2f (goodput %.1f of %.1f Mbit/s)", m.Aggregation, m.Goodput, m.Capacity)
@@ -85,8 +92,10 @@ func TestShortDemo(t *testing.T) {
 	if m.Probe.MaxGapMs > 4000 {
 		t.Errorf("mptun handover gap %.0f ms", m.Probe.MaxGapMs)
 	}
-	if _, err := os.Stat(filepath.Join(out, "owd_ccdf.png")); err != nil {
-		t.Error(err)
+	for _, f := range []string{"owd_ccdf.png", "mptun/cwnd.png", "mptun/reorder_hold.png"} {
+		if _, err := os.Stat(filepath.Join(out, f)); err != nil {
+			t.Error(err)
+		}
 	}
 	for _, n := range netns.List() {
 		if netns.OwnerPid(n) == cmd.Process.Pid {

@@ -27,6 +27,16 @@ func (r *Results) Plot(dir string) ([]string, error) {
 			return files, err
 		}
 		files = append(files, f)
+		if m, ok := run.PeerMetrics.(*TunnelMetrics); ok && len(m.TimesS) > 0 {
+			for name, plotFn := range map[string]func(*Run, *TunnelMetrics, string) error{
+				"cwnd.png": plotCwnd, "reorder_hold.png": plotHold} {
+				f := filepath.Join(run.Dir, name)
+				if err := plotFn(run, m, f); err != nil {
+					return files, err
+				}
+				files = append(files, f)
+			}
+		}
 	}
 	f := filepath.Join(dir, "owd_ccdf.png")
 	ok, err := plotOWD(r, f)

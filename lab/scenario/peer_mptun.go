@@ -12,7 +12,12 @@ import (
 	"strings"
 	"time"
 
+	"github.com/mptun/mptun/control"
+	"github.com/mptun/mptun/daemon"
+	"github.com/mptun/mptun/internal/mono"
 	"github.com/mptun/mptun/internal/netns"
+	"github.com/mptun/mptun/lab/report"
+	"github.com/mptun/mptun/reorder"
 )
 
 // Tunnel addresses of the tunnel peers (mptun, wireguard-go).
@@ -36,6 +41,73 @@ type MptunPeer struct {
 
 	procs []*proc
 	echo  net.PacketConn
+
+	// The sampler polls both daemons' status during the run.
+	stopSampling chan struct{}
+	sampled      chan *report.TunnelMetrics
+}
+
+const sampleEvery = 200 * time.Millisecond
+
+// sample polls the sending side for cwnd and RTT per path until stopped,
+// then reads the receiving side's reorder hold histogram once.
+func (m *MptunPeer) sample(sender, receiver string) {
+	tm := &report.TunnelMetrics{Cwnd: map[string][]float64{}, SRTTms: map[string][]float64{}}
+	t := time.NewTicker(sampleEvery)
+	defer t.Stop()
+	for {
+		var st daemon.Status
+		if control.Call(sender, "status", nil, &st) == nil && len(st.Conns) > 0 {
+			now := mono.Now()
+			if tm.First == 0 {
+				tm.First = now
+			}
+			tm.TimesS = append(tm.TimesS, now.Sub(tm.First).Seconds())
+			n := len(tm.TimesS)
+			for _, p := range st.Conns[0].Paths {
+				name := p.Name
+				if name == "" {
+					name = fmt.Sprintf("path %d", p.ID)
+				}
+				for _, series := range []map[string][]float64{tm.Cwnd, tm.SRTTms} {
+					for len(series[name]) < n-1 { // a path that appeared late
+						series[name] = append(series[name], 0)
+					}
+				}
+				tm.Cwnd[name] = append(tm.Cwnd[name], float64(p.Cwnd))
+				tm.SRTTms[name] = append(tm.SRTTms[name], p.RTTms)
+			}
+			tm.Repaired = st.Conns[0].Repaired
+		}
+		select {
+		case <-m.stopSampling:
+			var rs daemon.Status
+			if control.Call(receiver, "status", nil, &rs) == nil && len(rs.Conns) > 0 {
+				for _, b := range reorder.HoldBuckets {
+					tm.HoldBucketsMs = append(tm.HoldBucketsMs, float64(b)/float64(time.Millisecond))
+				}
+				tm.HoldCounts = append([]uint64(nil), rs.Conns[0].Reorder.HoldHist[:]...)
+			}
+			m.sampled <- tm
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// Metrics implements PeerMetrics: the samples taken during the run.
+func (m *MptunPeer) Metrics(ctx context.Context) (any, error) {
+	if m.stopSampling == nil {
+		return nil, errors.New("mptun: no samples")
+	}
+	close(m.stopSampling)
+	select {
+	case tm := <-m.sampled:
+		m.stopSampling = nil
+		return tm, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
 }
 
 // clientConfig and serverConfig follow configs/cpe.toml and
@@ -135,6 +207,13 @@ func (m *MptunPeer) Setup(ctx context.Context, run *PeerRun) (Endpoint, error) {
 		}
 		return Endpoint{}, fmt.Errorf("mptun: %w", err)
 	}
+	srvSock, cliSock := filepath.Join(run.Dir, "mptund-server.sock"), filepath.Join(run.Dir, "mptund-client.sock")
+	sender, receiver := srvSock, cliSock
+	if b := run.Scenario.Traffic.Bulk; b != nil && b.Direction == "up" {
+		sender, receiver = cliSock, srvSock
+	}
+	m.stopSampling, m.sampled = make(chan struct{}), make(chan *report.TunnelMetrics, 1)
+	go m.sample(sender, receiver)
 	t := run.Scenario.Tunnel
 	return Endpoint{
 		ServerAddr: netipMust(tunnelServer),
@@ -144,6 +223,11 @@ func (m *MptunPeer) Setup(ctx context.Context, run *PeerRun) (Endpoint, error) {
 
 // Close stops both daemons (SIGTERM, so they close their subflows).
 func (m *MptunPeer) Close() error {
+	if m.stopSampling != nil {
+		close(m.stopSampling)
+		<-m.sampled
+		m.stopSampling = nil
+	}
 	if m.echo != nil {
 		m.echo.Close()
 	}

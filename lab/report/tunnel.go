@@ -1,0 +1,108 @@
+// SPDX-License-Identifier: MIT
+
+package report
+
+import (
+	"fmt"
+	"image/color"
+	"sort"
+
+	"gonum.org/v1/plot"
+
+	"github.com/mptun/mptun/internal/mono"
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/plotutil"
+	"gonum.org/v1/plot/vg"
+)
+
+// TunnelMetrics is what the mptun peer samples from its daemons' status
+// during a run: the sending side's congestion window per path over time
+// and the receiving side's reorder hold-time histogram.
+type TunnelMetrics struct {
+	// TimesS are the sample times, seconds since the run's start.
+	TimesS []float64 `json:"times_s"`
+	// Cwnd is the congestion window in packets per path name, one value
+	// per sample time.
+	Cwnd map[string][]float64 `json:"cwnd_packets"`
+	// SRTTms is the smoothed RTT per path, one value per sample time.
+	SRTTms map[string][]float64 `json:"srtt_ms"`
+	// HoldBucketsMs are the upper bounds of the hold histogram buckets;
+	// HoldCounts has one more entry (the overflow bucket).
+	HoldBucketsMs []float64 `json:"hold_buckets_ms"`
+	HoldCounts    []uint64  `json:"hold_counts"`
+	// Repaired counts packets the sender sent once more (loss repair).
+	Repaired uint64 `json:"repaired"`
+	// First is the monotonic time of the first sample; plots align it
+	// with the run's start.
+	First mono.Time `json:"-"`
+}
+
+// shift returns the sample times relative to the run's start.
+func (m *TunnelMetrics) shift(run *Run) []float64 {
+	off := 0.0
+	if run.Start != 0 && m.First != 0 {
+		off = m.First.Sub(run.Start).Seconds()
+	}
+	out := make([]float64, len(m.TimesS))
+	for i, t := range m.TimesS {
+		out[i] = t + off
+	}
+	return out
+}
+
+func plotCwnd(run *Run, m *TunnelMetrics, file string) error {
+	p := plot.New()
+	p.Title.Text = fmt.Sprintf("%s: congestion window per path (sender)", run.Peer)
+	p.X.Label.Text = "time (s)"
+	p.Y.Label.Text = "cwnd (packets)"
+	names := make([]string, 0, len(m.Cwnd))
+	for n := range m.Cwnd {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	ymax := 1.0
+	times := m.shift(run)
+	for i, n := range names {
+		xy := make(plotter.XYs, len(times))
+		for j := range times {
+			xy[j].X, xy[j].Y = times[j], m.Cwnd[n][j]
+			ymax = max(ymax, xy[j].Y)
+		}
+		l, err := plotter.NewLine(xy)
+		if err != nil {
+			return err
+		}
+		l.Color = plotutil.Color(i)
+		p.Add(l)
+		p.Legend.Add(n, l)
+	}
+	if err := markEvents(p, run.Events, ymax); err != nil {
+		return err
+	}
+	return p.Save(8*vg.Inch, 4*vg.Inch, file)
+}
+
+func plotHold(run *Run, m *TunnelMetrics, file string) error {
+	p := plot.New()
+	p.Title.Text = fmt.Sprintf("%s: reorder hold time (receiver)", run.Peer)
+	p.X.Label.Text = "hold time ≤ (ms)"
+	p.Y.Label.Text = "packets"
+	vals := make(plotter.Values, len(m.HoldCounts))
+	labels := make([]string, len(m.HoldCounts))
+	for i, c := range m.HoldCounts {
+		vals[i] = float64(c)
+		if i < len(m.HoldBucketsMs) {
+			labels[i] = fmt.Sprintf("%g", m.HoldBucketsMs[i])
+		} else {
+			labels[i] = "more"
+		}
+	}
+	bars, err := plotter.NewBarChart(vals, vg.Points(14))
+	if err != nil {
+		return err
+	}
+	bars.Color = color.RGBA{R: 40, G: 100, B: 180, A: 255}
+	p.Add(bars)
+	p.NominalX(labels...)
+	return p.Save(8*vg.Inch, 4*vg.Inch, file)
+}
