@@ -100,6 +100,7 @@ func New(cfg *config.Config, log *slog.Logger) (d *Daemon, err error) {
 			// Loss repair needs the gap held for about a round trip, so
 			// a path's own loss evidence must not skip it at once.
 			NoEarlyLoss: cfg.Connection.Retransmit,
+			HoldGaps:    cfg.Connection.Retransmit,
 		},
 		MaxPacket:   maxPacket,
 		SendQueue:   cfg.Connection.SendQueue,

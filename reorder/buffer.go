@@ -270,6 +270,9 @@ func (b *buffer) holdFor(now mono.Time, p *pathState) (release, expire time.Dura
 	// A gap holds for the delay difference (RTTs or observed lateness,
 	// which includes the paths' own reordering) plus the margin.
 	gap := min(max(b.rttDiff, b.lateAll.get(now))+b.margin(), b.cfg.MaxHold)
+	if b.cfg.HoldGaps {
+		gap = b.cfg.MaxHold
+	}
 	if b.mode == modeAdaptive {
 		return 0, gap
 	}

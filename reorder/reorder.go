@@ -96,6 +96,11 @@ type Config struct {
 	// NoEarlyLoss turns off early loss detection (gaps then wait for
 	// their timer); for ablation studies.
 	NoEarlyLoss bool
+	// HoldGaps makes adaptive and equalize hold a gap for the full
+	// MaxHold, as fixed does, while keeping their other behaviour: the
+	// sender repairs losses (mpdccp Config.Retransmit) and the repair
+	// takes about a round trip to arrive.
+	HoldGaps bool
 	// Margin is the jitter allowance added to the adaptive and equalize
 	// hold times on top of the estimated delay difference.
 	Margin time.Duration
