@@ -79,6 +79,22 @@ func Aggregate(ctx context.Context, o LabOptions) (LabResult, error) {
 		}
 		addRuns(&res, r, cc)
 	}
+	// Baseline: spreading without reordering or repair (glorytun-style),
+	// the same paths, inner cubic.
+	sc := fmt.Sprintf("name = \"aggregate-passive\"\nduration = \"%ds\"\nseed = 1\npeers = [\"mptun\"]\n%s\n[traffic.bulk]\ncc = \"cubic\"\ndirection = \"down\"\n\n[tunnel]\nscheduler = \"rr\"\nreorderer = \"passive\"\nretransmit = false\n",
+		o.Seconds, aggregatePaths)
+	r, err := runScenario(ctx, o, "aggregate-passive", sc)
+	if err != nil {
+		return res, err
+	}
+	for _, run := range r.Runs {
+		p := LabPeerResult{Peer: "mptun rr+passive, no repair", InnerCC: "cubic", GoodputMbps: run.GoodputMbps,
+			CapacityMbs: run.CapacitySumMbps, Aggregation: run.Aggregation}
+		if run.Bulk != nil {
+			p.Retrans = run.Bulk.Retrans
+		}
+		res.Runs = append(res.Runs, p)
+	}
 	return res, nil
 }
 

@@ -73,6 +73,10 @@ type PathStatus struct {
 	Spurious    uint64  `json:"spurious_events"`
 	Timeouts    uint64  `json:"timeouts"`
 	LastHeardMs float64 `json:"last_heard_ms_ago"`
+	// Pacing lateness: how much later than the controller's release time
+	// packets actually left (timer and batching error).
+	PacingLateMeanUs float64 `json:"pacing_late_mean_us"`
+	PacingLateMaxUs  float64 `json:"pacing_late_max_us"`
 }
 
 // DPStatus are the data path's counters.
@@ -123,7 +127,8 @@ func (d *Daemon) Status(ctx context.Context) (Status, error) {
 					Phase: cc.Phase, RTTms: ms(cc.SRTT), MinRTTms: ms(cc.MinRTT), Cwnd: cc.Cwnd,
 					InFlight: cc.InFlight, RateMbps: cc.DeliveryRate * 8 / 1e6, PacingMbps: cc.PacingRate * 8 / 1e6,
 					PacketsSent: cc.PacketsSent, PacketsLost: cc.PacketsLost, ECNMarks: cc.ECNMarks,
-					Spurious: cc.SpuriousEvents, Timeouts: cc.Timeouts, LastHeardMs: ms(now.Sub(p.LastHeard))}
+					Spurious: cc.SpuriousEvents, Timeouts: cc.Timeouts, LastHeardMs: ms(now.Sub(p.LastHeard)),
+					PacingLateMeanUs: float64(cc.PacingLateMean) / 1e3, PacingLateMaxUs: float64(cc.PacingLateMax) / 1e3}
 				if cc.PacketsSent > 0 {
 					ps.LossPct = 100 * float64(cc.PacketsLost) / float64(cc.PacketsSent)
 				}
