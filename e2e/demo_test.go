@@ -48,7 +48,7 @@ func TestShortDemo(t *testing.T) {
 				Cwnd       map[string][]float64 `json:"cwnd_packets"`
 				HoldCounts []uint64             `json:"hold_counts"`
 			} `json:"peer_metrics"`
-			Probe       *struct {
+			Probe *struct {
 				Lost     int     `json:"lost"`
 				MaxGapMs float64 `json:"max_gap_ms"`
 				OOO      float64 `json:"ooo_fraction"`

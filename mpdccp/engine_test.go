@@ -71,16 +71,7 @@ func TestTransferExactlyOnce(t *testing.T) {
 		links[i].Queue = 0 // nothing may be lost
 	}
 	h := newHarness(t, harnessConfig{seed: 7, links: links})
-	snk := newSink()
-	h.onDeliver = func(side int, c *Conn, b []byte) {
-		if side == sideServer {
-			snk.deliver(b)
-		}
-	}
-	c := h.dial(2)
-	if !h.runUntil(5*time.Second, func() bool { return h.openPaths(c) == 2 && h.openPaths(h.serverConn()) == 2 }) {
-		t.Fatalf("not open\n%s", h.dumpEvents())
-	}
+	c, snk := h.dialWithSink(2)
 	// 10 packets per ms = 80 Mbit/s, below the 150 Mbit/s of the two paths.
 	src := &source{h: h, c: c, side: sideClient, total: total, size: 1000, period: time.Millisecond, perTick: 10}
 	src.start()
@@ -138,16 +129,7 @@ func TestTransferWithLossAccounted(t *testing.T) {
 	links := []netsim.LinkConfig{link(40e6, 10*time.Millisecond, 0.02), link(20e6, 40*time.Millisecond, 0.01)}
 	links[0].Queue, links[1].Queue = 64*1024, 64*1024
 	h := newHarness(t, harnessConfig{seed: 3, links: links})
-	snk := newSink()
-	h.onDeliver = func(side int, c *Conn, b []byte) {
-		if side == sideServer {
-			snk.deliver(b)
-		}
-	}
-	c := h.dial(2)
-	if !h.runUntil(10*time.Second, func() bool { return h.openPaths(c) == 2 && h.openPaths(h.serverConn()) == 2 }) {
-		t.Fatalf("not open\n%s", h.dumpEvents())
-	}
+	c, snk := h.dialWithSink(2)
 	src := &source{h: h, c: c, side: sideClient, total: total, size: 1200, period: time.Millisecond}
 	src.start()
 	h.runUntil(300*time.Second, func() bool { return src.next >= total && c.queued() == 0 })

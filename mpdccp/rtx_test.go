@@ -23,16 +23,7 @@ func TestLossRepair(t *testing.T) {
 		h := newHarness(t, harnessConfig{seed: 5, links: links,
 			cli: Config{Retransmit: repair, Reorderer: "fixed", Reorder: ro},
 			srv: Config{Retransmit: repair, Reorderer: "fixed", Reorder: ro}})
-		snk := newSink()
-		h.onDeliver = func(side int, c *Conn, b []byte) {
-			if side == sideServer {
-				snk.deliver(b)
-			}
-		}
-		c := h.dial(2)
-		if !h.runUntil(10*time.Second, func() bool { return h.openPaths(c) == 2 && h.openPaths(h.serverConn()) == 2 }) {
-			t.Fatalf("not open\n%s", h.dumpEvents())
-		}
+		c, snk := h.dialWithSink(2)
 		src := &source{h: h, c: c, side: sideClient, total: total, size: 1200, period: time.Millisecond, perTick: 2}
 		src.start()
 		h.runUntil(300*time.Second, func() bool { return src.next >= total && c.queued() == 0 })

@@ -319,3 +319,20 @@ func (h *harness) dumpEvents() string {
 	}
 	return s
 }
+
+// dialWithSink dials n paths, waits until both ends have them open, and
+// records what the server delivers in a sink.
+func (h *harness) dialWithSink(n int) (*Conn, *sink) {
+	h.t.Helper()
+	snk := newSink()
+	h.onDeliver = func(side int, c *Conn, b []byte) {
+		if side == sideServer {
+			snk.deliver(b)
+		}
+	}
+	c := h.dial(n)
+	if !h.runUntil(10*time.Second, func() bool { return h.openPaths(c) == n && h.openPaths(h.serverConn()) == n }) {
+		h.t.Fatalf("not open\n%s", h.dumpEvents())
+	}
+	return c, snk
+}
