@@ -23,9 +23,16 @@ func TestShortDemo(t *testing.T) {
 	requireTools(t, "ethtool", "tc")
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	out := t.TempDir()
-	cmd := exec.CommandContext(ctx, filepath.Join(binaries(t), "mptun"), "lab", "run", "../configs/lab/demo.toml",
-		"--scale", "0.25", "--peers", "mptcp,mptun", "--out", out)
+	tmp := t.TempDir()
+	out := filepath.Join(tmp, "lab-out", "demo")
+	// A relative --out from another working directory, as `make demo` uses.
+	cfg, err := filepath.Abs("../configs/lab/demo.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.CommandContext(ctx, filepath.Join(binaries(t), "mptun"), "lab", "run", cfg,
+		"--scale", "0.25", "--peers", "mptcp,mptun", "--out", "lab-out/demo")
+	cmd.Dir = tmp
 	log, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("mptun lab run: %v\n%s", err, log)

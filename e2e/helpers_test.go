@@ -144,6 +144,7 @@ func shippedConfig(t *testing.T, name string, subst map[string]string) string {
 type daemonProc struct {
 	cmd    *exec.Cmd
 	socket string
+	config string // the config file it runs
 	log    *bytes.Buffer
 	done   chan error
 }
@@ -154,7 +155,7 @@ func startDaemon(t *testing.T, ctx context.Context, ns *netns.NS, cfgText, name 
 	cfgPath := filepath.Join(dir, name+".toml")
 	must(t, os.WriteFile(cfgPath, []byte(cfgText), 0o600))
 	cmd := ns.Command(ctx, filepath.Join(binaries(t), "mptund"), "-c", cfgPath)
-	d := &daemonProc{cmd: cmd, log: &bytes.Buffer{}, done: make(chan error, 1)}
+	d := &daemonProc{cmd: cmd, config: cfgPath, log: &bytes.Buffer{}, done: make(chan error, 1)}
 	cmd.Stdout, cmd.Stderr = d.log, d.log
 	must(t, cmd.Start())
 	go func() { d.done <- cmd.Wait() }()

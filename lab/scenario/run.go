@@ -55,6 +55,11 @@ func RunWith(ctx context.Context, file, outDir string, opt Options) (*report.Res
 	if err != nil {
 		return nil, err
 	}
+	// Daemons run in other namespaces and take socket and log paths from
+	// generated configs: those must not depend on the working directory.
+	if outDir, err = filepath.Abs(outDir); err != nil {
+		return nil, err
+	}
 	if opt.Scale > 0 && opt.Scale != 1 {
 		sc.Duration = Duration(float64(sc.Duration) * opt.Scale)
 		for i := range sc.Events {
