@@ -255,3 +255,5 @@ func iperf(t *testing.T, ctx context.Context, srvNS, cliNS *netns.NS, addr strin
 	}
 	return r.End.SumReceived.BitsPerSec / 1e6, r.End.SumSent.Retransmits
 }
+
+func stringsReader(s string) *strings.Reader { return strings.NewReader(s) }
