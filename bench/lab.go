@@ -30,6 +30,7 @@ type LabPeerResult struct {
 	CapacityMbs float64 `json:"capacity_sum_mbps"`
 	Aggregation float64 `json:"aggregation"`
 	Retrans     uint32  `json:"retrans"`
+	DSACKs      uint64  `json:"spurious_retrans_dsack"`
 	ProbeLost   int     `json:"probe_lost,omitempty"`
 	MaxGapMs    float64 `json:"max_gap_ms,omitempty"`
 	OWDp50ms    float64 `json:"owd_p50_ms,omitempty"`
@@ -91,7 +92,7 @@ func Aggregate(ctx context.Context, o LabOptions) (LabResult, error) {
 		p := LabPeerResult{Peer: "mptun rr+passive, no repair", InnerCC: "cubic", GoodputMbps: run.GoodputMbps,
 			CapacityMbs: run.CapacitySumMbps, Aggregation: run.Aggregation}
 		if run.Bulk != nil {
-			p.Retrans = run.Bulk.Retrans
+			p.Retrans, p.DSACKs = run.Bulk.Retrans, run.Bulk.DSACKs
 		}
 		res.Runs = append(res.Runs, p)
 	}
@@ -165,7 +166,7 @@ func addRuns(res *LabResult, r *report.Results, cc string) {
 		p := LabPeerResult{Peer: run.Peer, InnerCC: cc, GoodputMbps: run.GoodputMbps,
 			CapacityMbs: run.CapacitySumMbps, Aggregation: run.Aggregation}
 		if run.Bulk != nil {
-			p.Retrans = run.Bulk.Retrans
+			p.Retrans, p.DSACKs = run.Bulk.Retrans, run.Bulk.DSACKs
 		}
 		if pr := run.Probe; pr != nil {
 			p.ProbeLost, p.MaxGapMs, p.OWDp50ms, p.OWDp99ms = pr.Lost, pr.MaxGapMs, pr.OWDms.P50, pr.OWDms.P99

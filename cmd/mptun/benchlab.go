@@ -57,10 +57,10 @@ func benchLab(ctx context.Context, which string, args []string, asJSON bool, std
 		return 0
 	}
 	fmt.Fprintf(stdout, "\n%s: %s\n", res.Benchmark, res.Scenario)
-	fmt.Fprintf(stdout, "  %-28s %-6s %10s %10s %7s %7s %10s %8s %8s\n", "peer", "cc", "goodput", "capacity", "aggr", "retr", "max gap", "lost", "owd p99")
+	fmt.Fprintf(stdout, "  %-28s %-6s %10s %10s %7s %7s %8s %10s %8s %8s\n", "peer", "cc", "goodput", "capacity", "aggr", "retr", "spurious", "max gap", "lost", "owd p99")
 	for _, r := range res.Runs {
-		fmt.Fprintf(stdout, "  %-28s %-6s %10.2f %10.2f %7.3f %7d %8.0fms %8d %6.1fms\n", r.Peer, r.InnerCC, r.GoodputMbps,
-			r.CapacityMbs, r.Aggregation, r.Retrans, r.MaxGapMs, r.ProbeLost, r.OWDp99ms)
+		fmt.Fprintf(stdout, "  %-28s %-6s %10.2f %10.2f %7.3f %7d %8d %8.0fms %8d %6.1fms\n", r.Peer, r.InnerCC, r.GoodputMbps,
+			r.CapacityMbs, r.Aggregation, r.Retrans, r.DSACKs, r.MaxGapMs, r.ProbeLost, r.OWDp99ms)
 	}
 	for cc, v := range res.VsMPTCP {
 		fmt.Fprintf(stdout, "  mptun / kernel MPTCP goodput (%s): %.3f\n", cc, v)

@@ -99,7 +99,10 @@ type BulkSummary struct {
 	Bytes       uint64  `json:"bytes"`
 	GoodputMbps float64 `json:"goodput_mbps"`
 	Retrans     uint32  `json:"retrans"`
-	Error       string  `json:"error,omitempty"`
+	// DSACKs: spurious retransmissions the receiver reported (nstat
+	// TcpExtTCPDSACKRecv of the sender's namespace).
+	DSACKs uint64 `json:"spurious_retrans_dsack"`
+	Error  string `json:"error,omitempty"`
 }
 
 // PathRun is one path's emulator view in the bulk direction.

@@ -327,7 +327,7 @@ func runPeer(ctx context.Context, sc *Scenario, peer, outDir string, out io.Writ
 
 	if bulk != nil {
 		b := sc.Traffic.Bulk
-		run.Bulk = &report.BulkSummary{CC: defaultCC(b.CC), Direction: dirName(b.Direction), Bytes: bulk.Bytes, GoodputMbps: bulk.GoodputMbps, Retrans: bulk.Retrans}
+		run.Bulk = &report.BulkSummary{CC: defaultCC(b.CC), Direction: dirName(b.Direction), Bytes: bulk.Bytes, GoodputMbps: bulk.GoodputMbps, Retrans: bulk.Retrans, DSACKs: bulk.DSACKs}
 		if bulkErr != nil {
 			run.Bulk.Error = bulkErr.Error()
 			run.Error = "bulk: " + bulkErr.Error()

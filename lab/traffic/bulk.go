@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -14,6 +16,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/mptun/mptun/internal/mono"
+	"github.com/mptun/mptun/internal/netns"
 )
 
 // BulkConfig is a long-running TCP transfer.
@@ -30,8 +33,12 @@ type BulkResult struct {
 	Duration    time.Duration
 	GoodputMbps float64
 	Retrans     uint32 // total retransmitted segments reported by the sender
-	Bins        Bins
-	Err         string `json:",omitempty"`
+	// DSACKs counts the sender namespace's TcpExtTCPDSACKRecv during the
+	// run: retransmissions the receiver reported as duplicates, i.e.
+	// spurious ones (reordering mistaken for loss).
+	DSACKs uint64
+	Bins   Bins
+	Err    string `json:",omitempty"`
 }
 
 // RunBulk runs the transfer until ctx ends.
@@ -43,6 +50,12 @@ func RunBulk(ctx context.Context, env Env, cfg BulkConfig) (BulkResult, error) {
 		cfg.Port = 5201
 	}
 	res := BulkResult{Bins: Bins{Start: env.Start}}
+	senderNS := env.Cli
+	if cfg.Down {
+		senderNS = env.Srv
+	}
+	dsack0 := tcpExt(senderNS, "TCPDSACKRecv")
+	defer func() { res.DSACKs = tcpExt(senderNS, "TCPDSACKRecv") - dsack0 }()
 	ln, err := env.listenTCP(ctx, cfg.Port, cfg.CC)
 	if err != nil {
 		return res, err
@@ -151,6 +164,32 @@ func RunBulk(ctx context.Context, env Env, cfg BulkConfig) (BulkResult, error) {
 		res.Err = dialErr.Error()
 	}
 	return res, dialErr
+}
+
+// tcpExt reads one TcpExt counter (as nstat shows it) of a namespace.
+func tcpExt(ns *netns.NS, name string) uint64 {
+	out, err := ns.Output(context.Background(), "cat", "/proc/net/netstat")
+	if err != nil {
+		return 0
+	}
+	var names []string
+	for _, line := range strings.Split(string(out), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 2 || f[0] != "TcpExt:" {
+			continue
+		}
+		if names == nil {
+			names = f[1:]
+			continue
+		}
+		for i, n := range names {
+			if n == name && i+1 < len(f) {
+				v, _ := strconv.ParseUint(f[i+1], 10, 64)
+				return v
+			}
+		}
+	}
+	return 0
 }
 
 // retrans reads the kernel's retransmission count of a TCP (or MPTCP
