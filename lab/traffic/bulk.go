@@ -55,7 +55,6 @@ func RunBulk(ctx context.Context, env Env, cfg BulkConfig) (BulkResult, error) {
 		senderNS = env.Srv
 	}
 	dsack0 := tcpExt(senderNS, "TCPDSACKRecv")
-	defer func() { res.DSACKs = tcpExt(senderNS, "TCPDSACKRecv") - dsack0 }()
 	ln, err := env.listenTCP(ctx, cfg.Port, cfg.CC)
 	if err != nil {
 		return res, err
@@ -163,6 +162,7 @@ func RunBulk(ctx context.Context, env Env, cfg BulkConfig) (BulkResult, error) {
 	if dialErr != nil {
 		res.Err = dialErr.Error()
 	}
+	res.DSACKs = tcpExt(senderNS, "TCPDSACKRecv") - dsack0
 	return res, dialErr
 }
 
