@@ -105,6 +105,9 @@ func (d *Daemon) Status(ctx context.Context) (Status, error) {
 	name, _ := d.dev.Name()
 	st := Status{Role: d.cfg.Connection.Role, Tunnel: name, InnerMTU: d.innerMTU,
 		UptimeS: time.Since(d.start).Seconds(), Dropped: map[string]uint64{}}
+	d.mu.Lock()
+	schedName, reoName := d.schedName, d.reoName
+	d.mu.Unlock()
 	err := d.dp.Do(ctx, func(now mono.Time, ep *mpdccp.Endpoint) {
 		es := ep.Stats()
 		for r, n := range es.Dropped {
@@ -116,7 +119,7 @@ func (d *Daemon) Status(ctx context.Context) (Status, error) {
 		for _, c := range ep.Conns() {
 			cs := c.Stats()
 			out := ConnStatus{State: cs.State.String(), LocalCI: cs.LocalCI, PeerCI: cs.PeerCI,
-				Scheduler: d.schedName, Reorderer: d.reoName, Queued: cs.Queued,
+				Scheduler: schedName, Reorderer: reoName, Queued: cs.Queued,
 				SentPackets: cs.SentPackets, SentBytes: cs.SentBytes,
 				DeliveredPackets: cs.DeliveredPackets, DeliveredBytes: cs.DeliveredBytes,
 				QueueDrops: cs.QueueDrops, Repaired: cs.Repaired, Reorder: cs.Reorder, AQM: cs.AQM, SchedulerPicks: cs.Scheduler.Picks}
