@@ -159,6 +159,9 @@ func connSettings(b *strings.Builder, t TunnelConf) {
 	if t.AQM != nil {
 		fmt.Fprintf(b, "aqm = %v\n", *t.AQM)
 	}
+	if t.ReorderMaxHold != "" {
+		fmt.Fprintf(b, "reorder_max_hold = %q\n", t.ReorderMaxHold)
+	}
 	if t.Retransmit != nil {
 		fmt.Fprintf(b, "retransmit = %v\n", *t.Retransmit)
 	}
