@@ -155,7 +155,11 @@ func (c *Conn) pollRepair(now mono.Time, buf []byte) (Transmit, bool) {
 		if best == nil {
 			return Transmit{}, false
 		}
-		c.rtxQ = c.rtxQ[1:]
+		// Shift down rather than reslice, so the queue's array is reused
+		// and repairs never allocate in steady state.
+		n := copy(c.rtxQ, c.rtxQ[1:])
+		c.rtxQ[n] = rtxItem{}
+		c.rtxQ = c.rtxQ[:n]
 		t, ok := c.sendData(now, best, buf, it.b[:it.n], it.mpSeq)
 		c.ep.pool.put(it.b)
 		if ok {
