@@ -53,7 +53,7 @@ func TestCPEValues(t *testing.T) {
 		dsl.Fwmark != 1 || dsl.Weight != 2 || dsl.MTU != 1492 || dsl.Prio != 3 {
 		t.Errorf("dsl path %+v", dsl)
 	}
-	if cfg.Paths[1].CCID != "bbr" {
+	if cfg.Paths[1].CCID != "ccid2" {
 		t.Errorf("lte ccid %q", cfg.Paths[1].CCID)
 	}
 	c := cfg.Connection
