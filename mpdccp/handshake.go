@@ -134,11 +134,16 @@ func (c *Conn) acceptSubflow(now mono.Time, sf *subflow, p *wire.Packet) {
 	sf.stats.PacketsIn++
 	c.ep.index(sf)
 	// Process the Request's feature options (Change R MP_CAPABLE etc).
-	it := wire.NewOptionIter(p.Options)
+	c.handleFeatures(sf, p.Options)
+}
+
+// handleFeatures processes every Change/Confirm option in opts.
+func (c *Conn) handleFeatures(sf *subflow, opts []byte) {
+	it := wire.NewOptionIter(opts)
 	for {
 		o, ok := it.Next()
 		if !ok {
-			break
+			return
 		}
 		if o.Type >= wire.OptChangeL && o.Type <= wire.OptConfirmR {
 			c.handleFeature(sf, o)

@@ -39,16 +39,7 @@ func (c *Conn) handlePacket(now mono.Time, sf *subflow, p *wire.Packet, ecn uint
 			sf.rx.init(p.Seq)
 		}
 		// The Response answering it must carry the Confirms again.
-		it := wire.NewOptionIter(p.Options)
-		for {
-			o, ok := it.Next()
-			if !ok {
-				break
-			}
-			if o.Type >= wire.OptChangeL && o.Type <= wire.OptConfirmR {
-				c.handleFeature(sf, o)
-			}
-		}
+		c.handleFeatures(sf, p.Options)
 		sf.respOut = true
 		return
 	case p.Type == wire.TypeRequest || p.Type == wire.TypeResponse:

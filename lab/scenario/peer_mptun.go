@@ -110,6 +110,11 @@ func (m *MptunPeer) Metrics(ctx context.Context) (any, error) {
 	}
 }
 
+// controlSocket is where the daemon of side ("client" or "server") listens.
+func controlSocket(run *PeerRun, side string) string {
+	return filepath.Join(run.Dir, "mptund-"+side+".sock")
+}
+
 // clientConfig and serverConfig follow configs/cpe.toml and
 // configs/concentrator.toml.
 func (m *MptunPeer) clientConfig(run *PeerRun) string {
@@ -122,7 +127,7 @@ func (m *MptunPeer) clientConfig(run *PeerRun) string {
 	for _, p := range run.Testbed.Paths {
 		fmt.Fprintf(&b, "\n[[path]]\nname = %q\nlocal = \"%s\"\ndevice = %q\nremote = \"%s:6511\"\n", p.Spec.Name, p.CliAddr, p.Dev, p.SrvAddr)
 	}
-	fmt.Fprintf(&b, "\n[control]\nsocket = %q\n", filepath.Join(run.Dir, "mptund-client.sock"))
+	fmt.Fprintf(&b, "\n[control]\nsocket = %q\n", controlSocket(run, "client"))
 	fmt.Fprintf(&b, "\n[log]\nlevel = \"info\"\n")
 	if m.Extra != nil {
 		m.Extra("client", &b)
@@ -138,7 +143,7 @@ func (m *MptunPeer) serverConfig(run *PeerRun) string {
 	fmt.Fprintf(&b, "[connection]\nrole = \"server\"\n")
 	connSettings(&b, t)
 	fmt.Fprintf(&b, "\n[[listen]]\naddress = \"0.0.0.0:6511\"\n")
-	fmt.Fprintf(&b, "\n[control]\nsocket = %q\n", filepath.Join(run.Dir, "mptund-server.sock"))
+	fmt.Fprintf(&b, "\n[control]\nsocket = %q\n", controlSocket(run, "server"))
 	fmt.Fprintf(&b, "\n[log]\nlevel = \"info\"\n")
 	if m.Extra != nil {
 		m.Extra("server", &b)
@@ -210,7 +215,7 @@ func (m *MptunPeer) Setup(ctx context.Context, run *PeerRun) (Endpoint, error) {
 		}
 		return Endpoint{}, fmt.Errorf("mptun: %w", err)
 	}
-	srvSock, cliSock := filepath.Join(run.Dir, "mptund-server.sock"), filepath.Join(run.Dir, "mptund-client.sock")
+	srvSock, cliSock := controlSocket(run, "server"), controlSocket(run, "client")
 	sender, receiver := srvSock, cliSock
 	if b := run.Scenario.Traffic.Bulk; b != nil && b.Direction == "up" {
 		sender, receiver = cliSock, srvSock
