@@ -28,6 +28,12 @@ type pathSpec struct {
 	ReorderMax  time.Duration
 	// CE-mark every packet delivered in [CEFrom, CETo) (a congested AQM).
 	CEFrom, CETo time.Duration
+	// Burst > 1 models a sender that batches (sendmmsg): packets the
+	// controller releases are held until Burst of them are waiting or
+	// BurstHold (default 1 ms) has passed since the first, then leave
+	// back to back. The controller sees them as sent at release time.
+	Burst     int
+	BurstHold time.Duration
 }
 
 func (p pathSpec) bdpBytes() int {
@@ -108,7 +114,8 @@ type simFlow struct {
 	rcv receiver
 
 	sent, dropped uint64
-	ssEvents      int // congestion events when slow start first ended
+	batch         []uint64 // released, not yet on the wire (pathSpec.Burst)
+	ssEvents      int      // congestion events when slow start first ended
 	ssLost        uint64
 	leftSS        bool
 }
@@ -157,14 +164,51 @@ func (f *simFlow) trySend() {
 			f.appTokens -= simMSS
 		}
 		f.sent++
-		if f.net.qEnabled && now >= f.net.qFrom {
-			f.net.qdelay = append(f.net.qdelay, f.net.fwd.QueueDelay())
-		}
-		if !f.net.fwd.Send(netsim.Packet{Size: simMSS, Meta: dataMeta{f.id, f.seq}}) {
-			f.dropped++
-		}
+		f.emit(f.seq)
 	}
 	f.armTimer()
+}
+
+// emit puts a released packet on the wire, or into the sender's batch.
+func (f *simFlow) emit(seq uint64) {
+	if f.net.spec.Burst <= 1 {
+		f.wire(seq)
+		return
+	}
+	f.batch = append(f.batch, seq)
+	if len(f.batch) >= f.net.spec.Burst {
+		f.flush()
+		return
+	}
+	if len(f.batch) == 1 {
+		hold := f.net.spec.BurstHold
+		if hold <= 0 {
+			hold = time.Millisecond
+		}
+		first := seq
+		f.net.sim.After(hold, func() {
+			if len(f.batch) > 0 && f.batch[0] == first {
+				f.flush()
+			}
+		})
+	}
+}
+
+func (f *simFlow) flush() {
+	for _, q := range f.batch {
+		f.wire(q)
+	}
+	f.batch = f.batch[:0]
+}
+
+func (f *simFlow) wire(seq uint64) {
+	now := f.net.sim.Now()
+	if f.net.qEnabled && now >= f.net.qFrom {
+		f.net.qdelay = append(f.net.qdelay, f.net.fwd.QueueDelay())
+	}
+	if !f.net.fwd.Send(netsim.Packet{Size: simMSS, Meta: dataMeta{f.id, seq}}) {
+		f.dropped++
+	}
 }
 
 func (f *simFlow) wake(t mono.Time) {

@@ -93,6 +93,7 @@ type Conn struct {
 	reo        reorder.Reorderer
 	mayDeliver bool
 	pathInfo   []reorder.PathInfo
+	pathInfoAt mono.Time          // last updatePaths
 	lastCtrlRx map[ctrlKey]uint64 // newest MP_SEQ per control dataset
 
 	// Control options.

@@ -126,6 +126,7 @@ func (c *Conn) acceptSubflow(now mono.Time, sf *subflow, p *wire.Packet) {
 	sf.state = sfRespond
 	sf.localPort, sf.remotePort = p.DstPort, p.SrcPort
 	sf.isr, sf.gsr, sf.gsrAt = p.Seq, p.Seq, now
+	sf.hsRTT = now.Sub(sf.lastSent)
 	sf.rx.init(p.Seq)
 	sf.initFeatures(false)
 	sf.respOut = true
@@ -180,6 +181,7 @@ func (c *Conn) handleResponse(now mono.Time, sf *subflow, p *wire.Packet, ro *rx
 		return
 	}
 	sf.isr, sf.gsr, sf.gsrAt = p.Seq, p.Seq, now
+	sf.hsRTT = now.Sub(sf.lastSent)
 	sf.rx.init(p.Seq)
 	sf.gar = p.Ack
 	if !ro.confirmMP {

@@ -196,6 +196,7 @@ func (c *Conn) handlePacket(now mono.Time, sf *subflow, p *wire.Packet, ecn uint
 					return
 				}
 			}
+			sf.hsRTT = now.Sub(sf.lastSent)
 			c.subflowOpen(now, sf)
 			sf.ackNow = true // the 4th packet of the handshake
 		}
@@ -276,6 +277,12 @@ func (c *Conn) receiveData(now mono.Time, sf *subflow, p *wire.Packet, ro *rxOpt
 		return
 	}
 	c.stats.Received++
+	if now.Sub(c.pathInfoAt) >= pathInfoEvery {
+		// RTT estimates move with every ack; the reorderer's view of
+		// the paths follows them a few times a second.
+		c.updatePaths()
+		c.pathInfoAt = now
+	}
 	b := c.ep.pool.get()
 	n := copy(b, p.Payload)
 	it := reorder.Item{Seq: ro.mpSeq, Path: sf.id, PathSeq: sf.dataSeq(p.Seq, ro), Arrival: now, Buf: b[:n]}
@@ -408,6 +415,10 @@ func (c *Conn) handleAddrOption(now mono.Time, sf *subflow, mo *wire.MPOption, m
 	c.ep.emit(ev)
 }
 
+// pathInfoEvery is how often received data refreshes the reorderer's view
+// of the paths.
+const pathInfoEvery = 100 * time.Millisecond
+
 // updatePaths refreshes the reorderer's view of the receiving paths.
 func (c *Conn) updatePaths() {
 	c.pathInfo = c.pathInfo[:0]
@@ -416,8 +427,14 @@ func (c *Conn) updatePaths() {
 			continue
 		}
 		st := sf.cc.State()
+		minRTT := st.MinRTT
+		if sf.hsRTT > 0 && (minRTT <= 0 || sf.hsRTT < minRTT) {
+			// Before data has flowed on a path its controller has no
+			// sample yet; the handshake's is enough for the reorderer.
+			minRTT = sf.hsRTT
+		}
 		c.pathInfo = append(c.pathInfo, reorder.PathInfo{ID: sf.id, Active: sf.state == sfOpen && !sf.failed,
-			SRTT: st.SRTT, MinRTT: st.MinRTT, RTTVar: st.RTTVar, PeerRTT: sf.peerRTT})
+			SRTT: st.SRTT, MinRTT: minRTT, RTTVar: st.RTTVar, PeerRTT: sf.peerRTT})
 	}
 	c.reo.SetPaths(c.pathInfo)
 }

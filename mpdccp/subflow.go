@@ -41,6 +41,10 @@ const (
 	rttReportEvery   = time.Second
 	lazyAckSpan      = 64
 	lazyAckInterval  = 50 * time.Millisecond
+	// A data sender acknowledges the peer's Acks once this many are
+	// unacknowledged or this long after its last Ack Vector.
+	ackOfAckSpan     = 16
+	ackOfAckInterval = 10 * time.Millisecond
 )
 
 // featOpt is one pending feature negotiation option (RFC 4340 §6).
@@ -126,6 +130,9 @@ type subflow struct {
 	// Liveness.
 	lastHeard mono.Time
 	lastSent  mono.Time
+	// hsRTT is the handshake's round trip (Request→Response at the client,
+	// Response→Ack at the server): an RTT known before any data flows.
+	hsRTT     time.Duration
 	lastProbe mono.Time
 	failed    bool
 

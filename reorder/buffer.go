@@ -116,6 +116,7 @@ type pathState struct {
 	lastSeq  uint64
 	lastAt   mono.Time
 	rttOWD   time.Duration // one-way delay estimate from RTTs (RTT/2)
+	baseOWD  time.Duration // one-way delay without queueing (MinRTT/2), for equalize
 	late     winMax        // how late this path's packets fill gaps
 	lateAvg  time.Duration // smoothed lateness, for equalize
 	// inPath is how late packets arrived that this very path overtook:
@@ -232,6 +233,10 @@ func (b *buffer) SetPaths(infos []PathInfo) {
 			r = pi.MinRTT
 		}
 		p.rttOWD = r / 2
+		p.baseOWD = pi.MinRTT / 2
+		if p.baseOWD <= 0 {
+			p.baseOWD = r / 2
+		}
 		if !pi.Active || r <= 0 {
 			continue
 		}
@@ -277,20 +282,28 @@ func (b *buffer) holdFor(now mono.Time, p *pathState) (release, expire time.Dura
 		return 0, gap
 	}
 	// Equalize: hold p's packets by how much faster p is than the slowest
-	// active path: by RTT when known, else by the smoothed lateness with
-	// which the paths fill each other's gaps. Smoothed rather than maximum
-	// values, because every packet of the fast path pays this hold.
+	// active path without queueing (half the minimum RTTs), else by the
+	// smoothed lateness with which the paths fill each other's gaps. Base
+	// delays, not smoothed ones: the point is that no packet reaches the
+	// inner flow sooner than the slowest path's base delay, so that the
+	// inner congestion control's minimum RTT is that of the path set
+	// (inner BBR sizes its window from it). Queueing on top is seen by the
+	// inner flow as any queue would be.
 	var maxOWD, maxLate time.Duration
 	for i := range b.paths {
 		q := &b.paths[i]
-		if b.activePath(q, now) || q == p {
-			maxOWD = max(maxOWD, q.rttOWD)
+		// A path the engine calls active counts even when it has been
+		// silent: the next packets may take it (the sender's scheduler
+		// decides), and the first ones after an idle time, a TCP
+		// handshake for instance, must not show a shorter RTT.
+		if (q.told && q.active) || b.activePath(q, now) || q == p {
+			maxOWD = max(maxOWD, q.baseOWD)
 			maxLate = max(maxLate, q.lateAvg)
 		}
 	}
 	eq := maxLate - p.lateAvg
-	if p.rttOWD > 0 {
-		eq = maxOWD - p.rttOWD
+	if p.baseOWD > 0 {
+		eq = maxOWD - p.baseOWD
 	}
 	eq = min(eq, b.cfg.MaxHold)
 	return eq, max(gap, min(eq+b.margin(), b.cfg.MaxHold))

@@ -246,6 +246,23 @@ func TestEqualizeDelaysFastPath(t *testing.T) {
 	h.want(1, 2)
 }
 
+// Equalisation uses the paths' base delays (minimum RTTs), not their
+// smoothed RTTs: queueing on the fast path must not shrink the hold below
+// the base difference (the inner flow would see a shorter RTT), and an
+// idle slow path still counts.
+func TestEqualizeUsesBaseDelays(t *testing.T) {
+	h := newHarness(t, "equalize", Config{MaxHold: 200 * time.Millisecond, Margin: time.Millisecond})
+	h.r.SetPaths([]PathInfo{
+		{ID: 0, Active: true, SRTT: 60 * time.Millisecond, MinRTT: 10 * time.Millisecond},
+		{ID: 1, Active: true, SRTT: 45 * time.Millisecond, MinRTT: 40 * time.Millisecond},
+	})
+	h.push(0, 1) // nothing ever arrived on path 1
+	h.advance(14 * ms) // held (40-10)/2 = 15 ms, not (45-60)/2 < 0
+	h.want()
+	h.advance(16 * ms)
+	h.want(1)
+}
+
 func TestBufferLimitSkipsOldestGap(t *testing.T) {
 	h := newHarness(t, "fixed", Config{MaxHold: time.Hour, BufferLimit: 8})
 	h.r.SetPaths([]PathInfo{{ID: 0, Active: true}, {ID: 1, Active: true}})

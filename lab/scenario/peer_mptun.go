@@ -164,6 +164,9 @@ func connSettings(b *strings.Builder, t TunnelConf) {
 	if t.AQM != nil {
 		fmt.Fprintf(b, "aqm = %v\n", *t.AQM)
 	}
+	if t.AQMTarget != "" {
+		fmt.Fprintf(b, "aqm_target = %q\n", t.AQMTarget)
+	}
 	if t.ReorderMaxHold != "" {
 		fmt.Fprintf(b, "reorder_max_hold = %q\n", t.ReorderMaxHold)
 	}
@@ -216,6 +219,11 @@ func (m *MptunPeer) Setup(ctx context.Context, run *PeerRun) (Endpoint, error) {
 		return Endpoint{}, fmt.Errorf("mptun: %w", err)
 	}
 	srvSock, cliSock := controlSocket(run, "server"), controlSocket(run, "client")
+	// Traffic starts once every path is open at both ends, as it would on
+	// a tunnel that has been up for a while: a flow inside that starts
+	// over the first path alone takes that path's RTT as its minimum
+	// (BBR keeps it for 10 s).
+	waitPathsOpen(ctx, []string{cliSock, srvSock}, len(run.Scenario.Paths), 5*time.Second)
 	sender, receiver := srvSock, cliSock
 	if b := run.Scenario.Traffic.Bulk; b != nil && b.Direction == "up" {
 		sender, receiver = cliSock, srvSock
@@ -227,6 +235,29 @@ func (m *MptunPeer) Setup(ctx context.Context, run *PeerRun) (Endpoint, error) {
 		ServerAddr: netipMust(tunnelServer),
 		Note:       fmt.Sprintf("mptun (scheduler %q, reorderer %q, ccid %q; empty = daemon default)", t.Scheduler, t.Reorderer, t.CCID),
 	}, nil
+}
+
+// waitPathsOpen polls the daemons until each has n open paths or limit
+// passes; a scenario may well start with a path down, so it does not fail.
+func waitPathsOpen(ctx context.Context, socks []string, n int, limit time.Duration) {
+	end := time.Now().Add(limit)
+	for _, sock := range socks {
+		for time.Now().Before(end) && ctx.Err() == nil {
+			var st daemon.Status
+			open := 0
+			if control.Call(sock, "status", nil, &st) == nil && len(st.Conns) > 0 {
+				for _, p := range st.Conns[0].Paths {
+					if p.State == "open" && !p.Failed {
+						open++
+					}
+				}
+			}
+			if open >= n {
+				break
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
 }
 
 // Close stops both daemons (SIGTERM, so they close their subflows).

@@ -136,6 +136,8 @@ type TunnelConf struct {
 	CCID      string `toml:"ccid"`
 	// AQM turns the tunnel's send-queue AQM on or off (nil = daemon default).
 	AQM *bool `toml:"aqm"`
+	// AQMTarget is passed as connection.aqm_target ("" = default).
+	AQMTarget string `toml:"aqm_target"`
 	// ReorderMaxHold is passed as connection.reorder_max_hold ("" = default).
 	ReorderMaxHold string `toml:"reorder_max_hold"`
 	// Retransmit turns loss repair on (nil = daemon default).
