@@ -53,11 +53,11 @@ func TestCPEValues(t *testing.T) {
 		dsl.Fwmark != 1 || dsl.Weight != 2 || dsl.MTU != 1492 || dsl.Prio != 3 {
 		t.Errorf("dsl path %+v", dsl)
 	}
-	if cfg.Paths[1].CCID != "ccid2" {
+	if cfg.Paths[1].CCID != "bbr" {
 		t.Errorf("lte ccid %q", cfg.Paths[1].CCID)
 	}
 	c := cfg.Connection
-	if c.ReorderMaxHold != 100*time.Millisecond || c.ServiceCode != 0x6D707475 || c.AQMTarget != 5*time.Millisecond {
+	if c.ReorderMaxHold != 100*time.Millisecond || c.ServiceCode != 0x6D707475 || c.AQMTarget != 20*time.Millisecond {
 		t.Errorf("connection %+v", c)
 	}
 	if len(c.Classes) != 1 || c.Classes[0].Protocol != 17 || len(c.Classes[0].DstPorts) != 2 ||
@@ -75,9 +75,9 @@ func TestDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := Connection{Role: "client", CCID: "ccid2", Scheduler: "rr", Reorderer: "fixed",
+	want := Connection{Role: "client", CCID: "bbr", Scheduler: "rr", Reorderer: "equalize",
 		ReorderMaxHold: 100 * time.Millisecond, ReorderBuffer: 4096, ServiceCode: DefaultServiceCode,
-		Keepalive: time.Second, PathTimeout: 3 * time.Second, SendQueue: 1024, AQM: true, AQMTarget: 5 * time.Millisecond}
+		Keepalive: time.Second, PathTimeout: 3 * time.Second, SendQueue: 1024, AQM: true, AQMTarget: 20 * time.Millisecond}
 	if got := cfg.Connection; got.Role != want.Role || got.CCID != want.CCID || got.Scheduler != want.Scheduler ||
 		got.Reorderer != want.Reorderer || got.ReorderMaxHold != want.ReorderMaxHold || got.ReorderBuffer != want.ReorderBuffer ||
 		got.ServiceCode != want.ServiceCode || got.Keepalive != want.Keepalive || got.PathTimeout != want.PathTimeout ||

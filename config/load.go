@@ -366,11 +366,11 @@ func (c *checker) connection(raw *rawConfig, conn *Connection) {
 	default:
 		c.oneOf(top("connection.role"), rc.Role, RoleClient, RoleServer)
 	}
-	conn.CCID = deref(rc.CCID, "ccid2")
+	conn.CCID = deref(rc.CCID, "bbr")
 	c.name(top("connection.ccid"), "congestion controller", conn.CCID, c.names.CCIDs)
 	conn.Scheduler = deref(rc.Scheduler, "rr")
 	c.name(top("connection.scheduler"), "scheduler", conn.Scheduler, c.names.Schedulers)
-	conn.Reorderer = deref(rc.Reorderer, "fixed")
+	conn.Reorderer = deref(rc.Reorderer, "equalize")
 	c.name(top("connection.reorderer"), "reorderer", conn.Reorderer, c.names.Reorderers)
 
 	conn.ReorderMaxHold = c.duration(top("connection.reorder_max_hold"), rc.ReorderMaxHold, 100*time.Millisecond, time.Microsecond, 10*time.Second)
@@ -386,7 +386,7 @@ func (c *checker) connection(raw *rawConfig, conn *Connection) {
 	conn.SendQueue = int(c.intIn(top("connection.send_queue"), rc.SendQueue, 1024, 1, 1<<20))
 	conn.AQM = deref(rc.AQM, true)
 	conn.Retransmit = deref(rc.Retransmit, true)
-	conn.AQMTarget = c.duration(top("connection.aqm_target"), rc.AQMTarget, 5*time.Millisecond, 100*time.Microsecond, 10*time.Second)
+	conn.AQMTarget = c.duration(top("connection.aqm_target"), rc.AQMTarget, 20*time.Millisecond, 100*time.Microsecond, 10*time.Second)
 	if rc.RateLimit != nil {
 		r, err := ParseRate(*rc.RateLimit)
 		if err != nil {
