@@ -35,6 +35,11 @@ type LabPeerResult struct {
 	MaxGapMs    float64 `json:"max_gap_ms,omitempty"`
 	OWDp50ms    float64 `json:"owd_p50_ms,omitempty"`
 	OWDp99ms    float64 `json:"owd_p99_ms,omitempty"`
+	// VoIP flow (bench voip).
+	VoIPSent     int     `json:"voip_sent,omitempty"`
+	VoIPLost     int     `json:"voip_lost"`
+	VoIPJitterMs float64 `json:"voip_jitter_ms,omitempty"`
+	VoIPOWDp99ms float64 `json:"voip_owd_p99_ms,omitempty"`
 }
 
 // LabResult is what the lab benchmarks print with --json.
@@ -136,6 +141,84 @@ action = "restore"
 		return res, err
 	}
 	addRuns(&res, r, "cubic")
+	return res, nil
+}
+
+// voipScenario is the lab's VoIP check: the aggregate paths with 5 % loss
+// on LTE (both directions), bulk TCP and a VoIP flow downstream. tunnel is
+// the [tunnel] section.
+const voipScenario = `name = "voip-%s"
+duration = "%ds"
+seed = 1
+peers = ["mptun"]
+
+[[path]]
+name = "dsl"
+rate = "16mbit"
+rtt = "10ms"
+queue_time = "20ms"
+
+[[path]]
+name = "lte"
+rate = "30mbit"
+rtt = "40ms"
+queue_time = "50ms"
+loss = 0.05
+
+[traffic.bulk]
+cc = "cubic"
+direction = "down"
+
+[traffic.voip]
+direction = "down"
+
+%s
+`
+
+// voipClasses sends the lab's VoIP flow (UDP port 5310 at the server)
+// redundantly in both directions.
+const voipClasses = `[[tunnel.class]]
+name = "voip-down"
+protocol = "udp"
+src_ports = ["5310"]
+scheduler = "redundant"
+
+[[tunnel.class]]
+name = "voip-up"
+protocol = "udp"
+dst_ports = ["5310"]
+scheduler = "redundant"
+`
+
+// VoIP runs a VoIP flow beside bulk TCP while the LTE path drops 5 % of
+// its packets: mptun with a traffic-class rule that sends VoIP redundant,
+// then the glorytun-style baseline (rr, passive reorderer, no repair, no
+// class) on the same paths.
+func VoIP(ctx context.Context, o LabOptions) (LabResult, error) {
+	if o.Seconds <= 0 {
+		o.Seconds = 30
+	}
+	res := LabResult{Benchmark: "voip", Scenario: "16 Mbit/s 10 ms RTT + 30 Mbit/s 40 ms RTT with 5 % loss, VoIP (50 pps) beside bulk TCP cubic"}
+	for _, v := range []struct{ name, peer, tunnel string }{
+		{"redundant", "mptun, VoIP class redundant", voipClasses},
+		{"baseline", "mptun rr+passive, no repair", "[tunnel]\nscheduler = \"rr\"\nreorderer = \"passive\"\nretransmit = false\n"},
+	} {
+		r, err := runScenario(ctx, o, "voip-"+v.name, fmt.Sprintf(voipScenario, v.name, o.Seconds, v.tunnel))
+		if err != nil {
+			return res, err
+		}
+		for _, run := range r.Runs {
+			p := LabPeerResult{Peer: v.peer, InnerCC: "cubic", GoodputMbps: run.GoodputMbps,
+				CapacityMbs: run.CapacitySumMbps, Aggregation: run.Aggregation}
+			if run.Bulk != nil {
+				p.Retrans, p.DSACKs = run.Bulk.Retrans, run.Bulk.DSACKs
+			}
+			if vr := run.VoIP; vr != nil {
+				p.VoIPSent, p.VoIPLost, p.VoIPJitterMs, p.VoIPOWDp99ms = vr.Sent, vr.Lost, vr.JitterMs, vr.OWDms.P99
+			}
+			res.Runs = append(res.Runs, p)
+		}
+	}
 	return res, nil
 }
 

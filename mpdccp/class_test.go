@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mptun/mptun/ccid/aqm"
 	"github.com/mptun/mptun/internal/netsim"
 	"github.com/mptun/mptun/scheduler"
 )
@@ -79,5 +80,60 @@ func TestTrafficClassRedundant(t *testing.T) {
 	// window room at that moment: there are no per-path queues yet).
 	if dups := st.Duplicates; dups < n*3/4 || dups > n {
 		t.Errorf("duplicates dropped at the receiver = %d, want most of %d", dups, n)
+	}
+}
+
+// Under bulk load that fills both paths' windows and the AQM'd send queue,
+// traffic-class packets still go out on every path of their redundant
+// rule (up to classAllowance over the window) and are never dropped by
+// the bulk queue's AQM: their own queue is served first.
+func TestTrafficClassUnderBulkLoad(t *testing.T) {
+	cls := []scheduler.Rule{{Name: "voip", Proto: 17, DstPorts: scheduler.PortRange{Lo: 5060, Hi: 5060}, Scheduler: "redundant"}}
+	aqmCfg := &aqm.Config{Target: time.Millisecond, Interval: 20 * time.Millisecond}
+	h := newHarness(t, harnessConfig{seed: 3,
+		links: []netsim.LinkConfig{link(5e6, 10*time.Millisecond, 0), link(5e6, 20*time.Millisecond, 0.05)},
+		cli:   Config{Scheduler: "rr", Reorderer: "fixed", Classes: cls, AQM: aqmCfg, Retransmit: true},
+		srv:   Config{Reorderer: "fixed", Classes: cls, Retransmit: true},
+	})
+	voip := map[uint32]int{}
+	h.onDeliver = func(side int, c *Conn, b []byte) {
+		if side == sideServer && len(b) >= 32 && b[0] == 0x45 && b[9] == 17 {
+			voip[binary.BigEndian.Uint32(b[28:])]++
+		}
+	}
+	c := h.dial(2)
+	if !h.runUntil(5*time.Second, func() bool { return h.openPaths(c) == 2 && h.openPaths(h.serverConn()) == 2 }) {
+		t.Fatal("paths did not open")
+	}
+	bulk := &source{h: h, c: c, side: sideClient, total: 1 << 30, size: 1200, period: time.Millisecond}
+	bulk.start()
+	h.run(2 * time.Second) // windows full, send queue standing
+	const n = 200
+	for i := 0; i < n; i++ {
+		c.Send(h.sim.Now(), innerUDP(uint32(i), 17, 5060), 0)
+		h.service(sideClient)
+		h.run(20 * time.Millisecond)
+	}
+	bulk.total = 0
+	h.run(time.Second)
+	cs, ss := c.Stats(), h.serverConn().Stats()
+	lost := 0
+	for i := uint32(0); i < n; i++ {
+		if voip[i] == 0 {
+			lost++
+		}
+	}
+	t.Logf("voip lost %d/%d; copies skipped %d; receiver duplicates %d; bulk AQM drops %d", lost, n, cs.CopiesSkipped, ss.Duplicates, cs.AQM.Dropped)
+	if cs.AQM.Dropped == 0 {
+		t.Error("the AQM dropped nothing: the bulk load did not congest the send queue")
+	}
+	if lost > 0 {
+		t.Errorf("%d VoIP packets lost", lost)
+	}
+	if cs.CopiesSkipped > 0 {
+		t.Errorf("%d redundant copies skipped under load", cs.CopiesSkipped)
+	}
+	if ss.Duplicates < n*9/10 {
+		t.Errorf("receiver saw %d duplicates, want ~%d (one per VoIP packet)", ss.Duplicates, n)
 	}
 }

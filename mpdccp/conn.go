@@ -85,6 +85,12 @@ type Conn struct {
 	// classScheds[0] is unused (class 0 is sched).
 	rtxQ        []rtxItem // packets to send once more (loss repair)
 	classifier  *scheduler.Classifier
+	// classQ holds packets of the traffic classes (class > 0), sent ahead
+	// of the default class's queue: classes are for low-rate, latency- or
+	// loss-sensitive traffic (VoIP), which must neither wait behind bulk
+	// nor be dropped by its AQM. Ring of classQLimit entries.
+	classQ               []queued
+	classHead, classTail uint64
 	classScheds []scheduler.Scheduler
 	schedBuf    []scheduler.Path
 	pickBuf     []int
@@ -206,6 +212,21 @@ func (c *Conn) Send(now mono.Time, pkt []byte, class int) bool {
 	}
 	b := c.ep.pool.get()
 	n := copy(b, pkt)
+	if c.classifier != nil {
+		if cl := c.classifier.Classify(pkt); cl > 0 {
+			if c.classQ == nil {
+				c.classQ = make([]queued, classQLimit)
+			}
+			if c.classTail-c.classHead >= classQLimit {
+				c.ep.pool.put(b)
+				c.stats.QueueDrops++
+				return false
+			}
+			c.classQ[c.classTail%classQLimit] = queued{b: b, n: n, class: cl}
+			c.classTail++
+			return true
+		}
+	}
 	if !c.sendQ.Enqueue(now, b[:n]) {
 		c.stats.QueueDrops++
 		return false
@@ -222,13 +243,23 @@ func (c *Conn) queued() int {
 	if c.hasHead {
 		n++
 	}
-	return n
+	return n + int(c.classTail-c.classHead)
 }
+
+// classQLimit bounds the traffic classes' queue (packets).
+const classQLimit = 256
 
 // takeHead makes the oldest queued packet the head to schedule; CoDel
 // decides here (at dequeue) whether it is marked CE or dropped.
 func (c *Conn) takeHead(now mono.Time) bool {
 	if c.hasHead {
+		return true
+	}
+	if c.classHead != c.classTail {
+		i := c.classHead % classQLimit
+		c.head, c.classQ[i] = c.classQ[i], queued{}
+		c.classHead++
+		c.hasHead = true
 		return true
 	}
 	if c.sendQ == nil {
@@ -238,10 +269,8 @@ func (c *Conn) takeHead(now mono.Time) bool {
 	if !ok {
 		return false
 	}
+	// Packets of other classes went to classQ: this one is class 0.
 	c.head = queued{b: p[:cap(p)], n: len(p)}
-	if c.classifier != nil {
-		c.head.class = c.classifier.Classify(p)
-	}
 	c.hasHead = true
 	return true
 }
@@ -251,6 +280,11 @@ func (c *Conn) releaseBuffers() {
 	if c.hasHead {
 		c.ep.pool.put(c.head.b)
 		c.head, c.hasHead = queued{}, false
+	}
+	for ; c.classHead != c.classTail; c.classHead++ {
+		i := c.classHead % classQLimit
+		c.ep.pool.put(c.classQ[i].b)
+		c.classQ[i] = queued{}
 	}
 	for c.sendQ != nil {
 		// At time 0 every sojourn is "negative": CoDel drops nothing.

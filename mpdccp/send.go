@@ -178,14 +178,15 @@ func (c *Conn) pollData(now mono.Time, buf []byte) (Transmit, bool) {
 	// Remaining copies of a packet a redundant scheduler sent on several paths.
 	for len(c.pendPaths) > 0 {
 		sf := c.pathByID(c.pendPaths[0])
-		if sf != nil && sf.usable() && sf.cc.CanSend(now) && sf.cc.SendTime(now) > now {
+		classCopy := c.pend.class > 0 && sf != nil && c.classReady(sf)
+		if sf != nil && sf.usable() && sf.cc.CanSend(now) && sf.cc.SendTime(now) > now && !classCopy {
 			// Only pacing holds this copy back: wait for it rather than
 			// lose the redundancy.
 			c.holdUntil = sf.cc.SendTime(now)
 			return Transmit{}, false
 		}
 		c.pendPaths = c.pendPaths[1:]
-		if sf == nil || !sf.usable() || !sf.ready(now) {
+		if sf == nil || !sf.usable() || !sf.ready(now) && !classCopy {
 			c.stats.CopiesSkipped++
 			continue
 		}
@@ -232,6 +233,17 @@ func (c *Conn) pollData(now mono.Time, buf []byte) (Transmit, bool) {
 		return Transmit{}, false
 	}
 	q := c.head
+	if q.class > 0 {
+		// Traffic classes may exceed a path's window by a few packets
+		// (classReady): a redundant VoIP copy must not be skipped because
+		// bulk traffic fills the window at that instant.
+		for i := range c.schedBuf {
+			p := &c.schedBuf[i]
+			if p.Usable && !p.CanSend && p.InFlight < p.Cwnd+classAllowance {
+				p.CanSend, p.SendTime = true, now
+			}
+		}
+	}
 	backlog := q.n
 	if c.sendQ != nil {
 		backlog += c.sendQ.Bytes()
@@ -247,7 +259,7 @@ func (c *Conn) pollData(now mono.Time, buf []byte) (Transmit, bool) {
 		c.holdUntil = mono.Never
 		return Transmit{}, false
 	}
-	if !first.ready(now) {
+	if !first.ready(now) && !(q.class > 0 && c.classReady(first)) {
 		if first.cc.CanSend(now) {
 			c.holdUntil = first.cc.SendTime(now)
 		} else {
@@ -269,6 +281,23 @@ func (c *Conn) pollData(now mono.Time, buf []byte) (Transmit, bool) {
 		c.ep.pool.put(q.b)
 	}
 	return t, ok
+}
+
+// classAllowance is how many packets beyond a path's congestion window
+// the traffic classes may have in flight. Classes are meant for low-rate
+// traffic (VoIP, control): a few packets over the window cost the path
+// little and keep redundant copies and priority packets from waiting for
+// bulk traffic's acks or being skipped.
+const classAllowance = 4
+
+// classReady reports whether a packet of a traffic class may go on sf now,
+// regardless of pacing and up to classAllowance packets over its window.
+func (c *Conn) classReady(sf *subflow) bool {
+	if !sf.usable() {
+		return false
+	}
+	st := sf.cc.State()
+	return st.InFlight < st.Cwnd+classAllowance
 }
 
 // appLimited tells the controllers that want to know (BBR) that the

@@ -12,11 +12,11 @@ import (
 	"github.com/mptun/mptun/bench"
 )
 
-// benchLab runs `bench aggregate` or `bench handover` on the built-in lab.
+// benchLab runs `bench aggregate|handover|voip|cc` on the built-in lab.
 func benchLab(ctx context.Context, which string, args []string, asJSON bool, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("bench "+which, flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	secs := fs.Int("seconds", 0, "length of each peer's run (default 20 aggregate, 60 handover)")
+	secs := fs.Int("seconds", 0, "length of each peer's run (default 20 aggregate, 60 handover, 30 voip)")
 	ccs := fs.String("cc", "cubic,bbr", "inner TCP congestion controls (aggregate)")
 	out := fs.String("out", "", "keep the lab reports in this directory")
 	if err := fs.Parse(args); err != nil {
@@ -44,8 +44,11 @@ func benchLab(ctx context.Context, which string, args []string, asJSON bool, std
 		return 0
 	}
 	run := bench.Aggregate
-	if which == "handover" {
+	switch which {
+	case "handover":
 		run = bench.Handover
+	case "voip":
+		run = bench.VoIP
 	}
 	res, err := run(ctx, o)
 	if err != nil {
@@ -57,6 +60,14 @@ func benchLab(ctx context.Context, which string, args []string, asJSON bool, std
 		return 0
 	}
 	fmt.Fprintf(stdout, "\n%s: %s\n", res.Benchmark, res.Scenario)
+	if which == "voip" {
+		fmt.Fprintf(stdout, "  %-28s %10s %7s %12s %12s %12s\n", "peer", "bulk Mbit/s", "retr", "voip lost", "jitter", "voip owd p99")
+		for _, r := range res.Runs {
+			fmt.Fprintf(stdout, "  %-28s %10.2f %7d %7d/%-4d %10.2fms %10.1fms\n", r.Peer, r.GoodputMbps, r.Retrans,
+				r.VoIPLost, r.VoIPSent, r.VoIPJitterMs, r.VoIPOWDp99ms)
+		}
+		return 0
+	}
 	fmt.Fprintf(stdout, "  %-28s %-6s %10s %10s %7s %7s %8s %10s %8s %8s\n", "peer", "cc", "goodput", "capacity", "aggr", "retr", "spurious", "max gap", "lost", "owd p99")
 	for _, r := range res.Runs {
 		fmt.Fprintf(stdout, "  %-28s %-6s %10.2f %10.2f %7.3f %7d %8d %8.0fms %8d %6.1fms\n", r.Peer, r.InnerCC, r.GoodputMbps,

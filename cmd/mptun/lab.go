@@ -23,6 +23,7 @@ func labMain(args []string, stdout, stderr io.Writer) int {
 func benchUsage(w io.Writer) {
 	fmt.Fprint(w, `usage: mptun bench throughput [--runs N] [--seconds S] [--json]
        mptun bench aggregate|handover [--seconds S] [--out DIR] [--json]   (lab: mptun vs kernel MPTCP)
+       mptun bench voip [--seconds S] [--out DIR] [--json]   (lab: VoIP class redundant vs rr+passive, 5 % loss)
        mptun bench cc [--seconds S] [--json]   (lab: inner cubic/bbr x outer ccid2/bbr/none x AQM on/off)
 `)
 }
@@ -71,7 +72,7 @@ func benchMain(args []string, asJSON bool, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stdout, "  wireguard-go  %6.3f Gbit/s  %5.2f CPU s/GB\n", res.WireguardGoGbps, res.WireguardGoCPUSecPerGB)
 		fmt.Fprintf(stdout, "  ratio mptun/wireguard-go: throughput %.3f, CPU per GB %.3f\n", res.Ratio, res.CPURatio)
 		return 0
-	case "aggregate", "handover", "cc":
+	case "aggregate", "handover", "voip", "cc":
 		return benchLab(ctx, args[0], args[1:], asJSON, stdout, stderr)
 	}
 	benchUsage(stderr)

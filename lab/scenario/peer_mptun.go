@@ -173,6 +173,27 @@ func connSettings(b *strings.Builder, t TunnelConf) {
 	if t.Retransmit != nil {
 		fmt.Fprintf(b, "retransmit = %v\n", *t.Retransmit)
 	}
+	for _, c := range t.Classes {
+		fmt.Fprintf(b, "\n[[connection.class]]\nname = %q\nscheduler = %q\n", c.Name, c.Scheduler)
+		if c.Protocol != "" {
+			fmt.Fprintf(b, "protocol = %q\n", c.Protocol)
+		}
+		for key, list := range map[string][]string{"dst_ports": c.DstPorts, "src_ports": c.SrcPorts} {
+			if len(list) > 0 {
+				fmt.Fprintf(b, "%s = [", key)
+				for i, v := range list {
+					if i > 0 {
+						b.WriteString(", ")
+					}
+					fmt.Fprintf(b, "%q", v)
+				}
+				b.WriteString("]\n")
+			}
+		}
+		if len(c.DSCP) > 0 {
+			fmt.Fprintf(b, "dscp = %s\n", strings.ReplaceAll(fmt.Sprint(c.DSCP), " ", ", "))
+		}
+	}
 }
 
 // Setup writes both configs, checks them with `mptund -check`, starts the

@@ -141,9 +141,22 @@ type TunnelConf struct {
 	// ReorderMaxHold is passed as connection.reorder_max_hold ("" = default).
 	ReorderMaxHold string `toml:"reorder_max_hold"`
 	// Retransmit turns loss repair on (nil = daemon default).
-	Retransmit *bool  `toml:"retransmit"`
-	Mode       string `toml:"mode"`   // e.g. "aggregate" or "switch"; passed through
-	Binary     string `toml:"binary"` // mptund; default: next to this executable, then $PATH
+	Retransmit *bool `toml:"retransmit"`
+	// Classes are passed as [[connection.class]] traffic-class rules.
+	Classes []ClassConf `toml:"class"`
+	Mode    string      `toml:"mode"`   // e.g. "aggregate" or "switch"; passed through
+	Binary  string      `toml:"binary"` // mptund; default: next to this executable, then $PATH
+}
+
+// ClassConf is one traffic-class rule of the tunnel (configs/cpe.toml
+// documents the keys); the lab's VoIP flow uses UDP port 5310.
+type ClassConf struct {
+	Name      string   `toml:"name"`
+	Protocol  string   `toml:"protocol"`
+	DstPorts  []string `toml:"dst_ports"`
+	SrcPorts  []string `toml:"src_ports"`
+	DSCP      []int    `toml:"dscp"`
+	Scheduler string   `toml:"scheduler"`
 }
 
 // Load reads and validates a scenario file. Unknown keys are errors.
