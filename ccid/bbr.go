@@ -1090,6 +1090,25 @@ func (b *BBR) OnTimer(now mono.Time) {
 	}
 }
 
+// OnPathRestored implements PathRestorer: what was in flight is lost
+// without a congestion response, the loss-learnt bounds and the timeout
+// state are cleared, and Startup probes from the old bandwidth estimate.
+func (b *BBR) OnPathRestored(now mono.Time) {
+	b.now = now
+	b.inRTO = true // lost() skips its accounting while in RTO
+	b.t.declareAllLost(b)
+	b.inRTO = false
+	b.backoff = 0
+	b.rtoStart = now
+	b.resetLowerBounds()
+	b.inflightHi = math.Inf(1)
+	b.resetFullBw()
+	b.fullBwReached = false
+	b.enterStartup()
+	b.cwnd = max(b.cwnd, b.priorCwnd, b.bdpMultiple(b.maxBw, 1), float64(10*b.mss))
+	b.applyPacing(now)
+}
+
 func (b *BBR) CanSend(now mono.Time) bool { return float64(b.t.inFlightBytes) < b.cwnd }
 
 func (b *BBR) SendTime(now mono.Time) mono.Time { return b.p.SendTime(now, b.mss) }

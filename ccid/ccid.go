@@ -109,6 +109,16 @@ type State struct {
 	PacingLateMax  time.Duration
 }
 
+// PathRestorer is implemented by controllers that restart after an
+// outage. The engine calls OnPathRestored when it hears again from a path
+// it had declared failed: packets sent into the outage are gone, and the
+// bounds learnt from their loss (and the timeout backoff) say nothing
+// about the path now. Without it a path came back over seconds (BBR's
+// inflight_hi had been cut to a few packets by the outage's 100 % loss).
+type PathRestorer interface {
+	OnPathRestored(now mono.Time)
+}
+
 // AppLimitedNotifier is implemented by controllers that want to know when
 // the sender ran out of data while the window and pacer had room, so that
 // rate samples and window growth taken then are not trusted (RFC 7661,

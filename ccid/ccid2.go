@@ -44,6 +44,7 @@ type CCID2 struct {
 	caAcked        int // packets acked toward the next +1 in congestion avoidance
 	cssAcked       int // same, for HyStart++'s conservative slow start
 	iw             int
+	priorCwnd      int // cwnd before the first of a run of timeouts
 
 	// Congestion episodes: at most one reduction per window of data.
 	episode     uint32
@@ -330,6 +331,9 @@ func (c *CCID2) OnTimer(now mono.Time) {
 		c.timeouts++
 		c.events++
 		c.episode++
+		if c.backoff == 0 {
+			c.priorCwnd = c.cwnd
+		}
 		c.ssthresh = max(c.cwnd/2, 2)
 		c.cwnd = 1
 		c.caAcked = 0
@@ -353,6 +357,27 @@ func (c *CCID2) rtoDeadline() mono.Time {
 
 func (c *CCID2) Deadline() mono.Time {
 	return mono.Min(c.rtoDeadline(), c.t.lossDeadline())
+}
+
+// OnPathRestored implements PathRestorer: what was in flight is lost
+// without a further reduction, and the window restarts from the initial
+// one in slow start up to what it was before the outage's timeouts.
+func (c *CCID2) OnPathRestored(now mono.Time) {
+	prev := c.cwnd
+	if c.backoff > 0 {
+		prev = max(prev, c.priorCwnd)
+	}
+	c.inTimeout = true // lost() ignores the packets while in timeout
+	c.t.declareAllLost(c)
+	c.inTimeout = false
+	c.recoveryIdx = c.t.next
+	c.backoff = 0
+	c.rtoStart = now
+	c.cwnd = c.iw
+	c.ssthresh = max(prev, c.iw)
+	c.caAcked = 0
+	c.undo.valid = false
+	c.updatePacing(now)
 }
 
 func (c *CCID2) CanSend(now mono.Time) bool { return c.t.inFlight < c.cwnd }

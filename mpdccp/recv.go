@@ -158,6 +158,9 @@ func (c *Conn) handlePacket(now mono.Time, sf *subflow, p *wire.Packet, ecn uint
 	if sf.failed {
 		sf.failed = false
 		c.holdUntil = 0
+		if r, ok := sf.cc.(ccid.PathRestorer); ok {
+			r.OnPathRestored(now)
+		}
 		e.emit(Event{Kind: EventPathUp, Conn: c, Path: sf.id, Remote: sf.remote, Reason: "heard again"})
 		c.updatePaths()
 	}
