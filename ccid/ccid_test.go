@@ -353,3 +353,58 @@ func TestECNInSim(t *testing.T) {
 		}
 	}
 }
+
+// outage sends a window, acks it, sends another one into a blackhole and
+// lets three timeouts fire; it returns the time after them.
+func outage(c Controller, n int) (mono.Time, int) {
+	for i := 0; i < n; i++ {
+		c.OnPacketSent(ms, uint64(i), 1000, true)
+	}
+	c.OnFeedback(41*ms, vector(uint64(n-1), 0, func(uint64) bool { return true }, nil))
+	before := c.State().Cwnd
+	seq := uint64(n)
+	now := 50 * ms
+	for i := 0; i < n; i++ {
+		c.OnPacketSent(now, seq, 1000, true)
+		seq++
+	}
+	for k := 0; k < 3; k++ {
+		now = c.Deadline()
+		c.OnTimer(now)
+		c.OnPacketSent(now, seq, 1000, true) // the probe after the timeout, lost too
+		seq++
+	}
+	return now, before
+}
+
+// After an outage the engine tells the controller the path is back: it
+// must send again at once, at about its old window, not from one packet
+// behind a backed-off timer.
+func TestPathRestored(t *testing.T) {
+	for _, name := range []string{"ccid2", "bbr"} {
+		c, _ := New(name, Config{InitialWindow: 40})
+		now, before := outage(c, 40)
+		if c.State().Timeouts < 3 {
+			t.Fatalf("%s: %d timeouts", name, c.State().Timeouts)
+		}
+		c.(PathRestorer).OnPathRestored(now + ms)
+		st := c.State()
+		if st.InFlight != 0 || !c.CanSend(now+ms) {
+			t.Errorf("%s: after restore in flight %d, can send %v", name, st.InFlight, c.CanSend(now+ms))
+		}
+		c.OnPacketSent(now+ms, uint64(2*40+3), 1000, true)
+		if d := c.Deadline(); d.Sub(now+ms) > 2*initRTO {
+			t.Errorf("%s: next timeout %v after a send, still backed off", name, d.Sub(now+ms))
+		}
+		switch name {
+		case "ccid2":
+			if st.Ssthresh < before {
+				t.Errorf("ccid2: ssthresh %d after restore, want ≥ the pre-outage window %d", st.Ssthresh, before)
+			}
+		case "bbr":
+			if st.Phase != "startup" || st.Cwnd < before {
+				t.Errorf("bbr: phase %q cwnd %d after restore, want startup with ≥ %d", st.Phase, st.Cwnd, before)
+			}
+		}
+	}
+}
