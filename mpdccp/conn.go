@@ -83,17 +83,17 @@ type Conn struct {
 	sched     scheduler.Scheduler
 	// classifier and classScheds implement per-traffic-class scheduling;
 	// classScheds[0] is unused (class 0 is sched).
-	rtxQ        []rtxItem // packets to send once more (loss repair)
-	classifier  *scheduler.Classifier
+	rtxQ       []rtxItem // packets to send once more (loss repair)
+	classifier *scheduler.Classifier
 	// classQ holds packets of the traffic classes (class > 0), sent ahead
 	// of the default class's queue: classes are for low-rate, latency- or
 	// loss-sensitive traffic (VoIP), which must neither wait behind bulk
 	// nor be dropped by its AQM. Ring of classQLimit entries.
 	classQ               []queued
 	classHead, classTail uint64
-	classScheds []scheduler.Scheduler
-	schedBuf    []scheduler.Path
-	pickBuf     []int
+	classScheds          []scheduler.Scheduler
+	schedBuf             []scheduler.Path
+	pickBuf              []int
 
 	// Receiving.
 	reo        reorder.Reorderer

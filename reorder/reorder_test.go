@@ -256,7 +256,7 @@ func TestEqualizeUsesBaseDelays(t *testing.T) {
 		{ID: 0, Active: true, SRTT: 60 * time.Millisecond, MinRTT: 10 * time.Millisecond},
 		{ID: 1, Active: true, SRTT: 45 * time.Millisecond, MinRTT: 40 * time.Millisecond},
 	})
-	h.push(0, 1) // nothing ever arrived on path 1
+	h.push(0, 1)       // nothing ever arrived on path 1
 	h.advance(14 * ms) // held (40-10)/2 = 15 ms, not (45-60)/2 < 0
 	h.want()
 	h.advance(16 * ms)
