@@ -9,6 +9,7 @@ import (
 
 	"github.com/mptun/mptun/internal/mono"
 	"github.com/mptun/mptun/internal/netsim"
+	"github.com/mptun/mptun/scheduler"
 )
 
 // TestEqualizeFromFirstPacket checks the promise the equalize reorderer
@@ -59,6 +60,52 @@ func TestEqualizeFromFirstPacket(t *testing.T) {
 			if d > slow+10*time.Millisecond {
 				t.Errorf("packet %d from side %d held too long: %v", i, side, d)
 			}
+		}
+	}
+}
+
+// Packets of a traffic class are not equalised: the receiver (which has
+// the same class rules) delivers them at once, so a redundant VoIP flow
+// gets the fast path's delay while other traffic waits out the difference.
+func TestClassPacketsSkipEqualisation(t *testing.T) {
+	const fast, slow = 5 * time.Millisecond, 30 * time.Millisecond
+	cls := []scheduler.Rule{{Name: "voip", Proto: 17, DstPorts: scheduler.PortRange{Lo: 5060, Hi: 5060}, Scheduler: "redundant"}}
+	cfg := Config{Reorderer: "equalize", Scheduler: "rr", Classes: cls}
+	h := newHarness(t, harnessConfig{seed: 5,
+		links: []netsim.LinkConfig{link(16e6, fast, 0), link(30e6, slow, 0)}, cli: cfg, srv: cfg})
+	sent := map[uint32]mono.Time{}
+	delay := map[uint16][]time.Duration{}
+	h.onDeliver = func(side int, c *Conn, b []byte) {
+		if side == sideServer {
+			port := binary.BigEndian.Uint16(b[22:])
+			delay[port] = append(delay[port], h.sim.Now().Sub(sent[binary.BigEndian.Uint32(b[28:])]))
+		}
+	}
+	c := h.dial(2)
+	if !h.runUntil(5*time.Second, func() bool { return h.openPaths(c) == 2 && h.openPaths(h.serverConn()) == 2 }) {
+		t.Fatal("paths did not open")
+	}
+	for i := uint32(0); i < 40; i++ {
+		port := uint16(80)
+		if i%2 == 0 {
+			port = 5060
+		}
+		sent[i] = h.sim.Now()
+		c.Send(h.sim.Now(), innerUDP(i, 17, port), 0)
+		h.service(sideClient)
+		h.run(50 * time.Millisecond)
+	}
+	if len(delay[5060]) != 20 || len(delay[80]) != 20 {
+		t.Fatalf("delivered %d VoIP, %d other", len(delay[5060]), len(delay[80]))
+	}
+	for _, d := range delay[5060] {
+		if d > fast+2*time.Millisecond {
+			t.Errorf("VoIP packet delivered after %v, want about the fast path's %v", d, fast)
+		}
+	}
+	for _, d := range delay[80] {
+		if d < slow {
+			t.Errorf("other packet delivered after %v, before the slow path's %v", d, slow)
 		}
 	}
 }

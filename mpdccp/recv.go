@@ -289,6 +289,9 @@ func (c *Conn) receiveData(now mono.Time, sf *subflow, p *wire.Packet, ro *rxOpt
 	b := c.ep.pool.get()
 	n := copy(b, p.Payload)
 	it := reorder.Item{Seq: ro.mpSeq, Path: sf.id, PathSeq: sf.dataSeq(p.Seq, ro), Arrival: now, Buf: b[:n]}
+	// Traffic classes (VoIP) are delivered at once: they must not wait
+	// behind a gap in the bulk traffic nor be equalised.
+	it.Urgent = c.classifier != nil && c.classifier.Classify(p.Payload) > 0
 	if !c.reo.Push(now, it) {
 		c.ep.pool.put(b)
 		c.ep.drop(DropDuplicate)

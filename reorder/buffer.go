@@ -48,6 +48,7 @@ func seqDiff(a, b uint64) int64 { return int64((a-b)<<16) >> 16 }
 type slot struct {
 	it        Item
 	used      bool
+	early     bool      // an urgent packet, delivered already: nothing to hand out
 	lost      bool      // gap known to be lost (DCCP sequence evidence)
 	gapOpen   mono.Time // missing seq: when a later seq first arrived, or noTime
 	releaseAt mono.Time // equalize: not delivered before this
@@ -391,8 +392,20 @@ func (b *buffer) Push(now mono.Time, it Item) bool {
 		// This packet fills a gap: it came this much after a later one.
 		b.sampleLate(now, p, now.Sub(sl.gapOpen))
 	}
+	if it.Urgent && b.rTail-b.rHead < maxLateQueued {
+		sl.it, sl.used, sl.early, sl.lost, sl.gapOpen = Item{Seq: seq}, true, true, false, noTime
+		sl.releaseAt = 0
+		b.buffered++
+		b.pushReady(it)
+		if hadPrev && p.inPath.get(now) == 0 {
+			b.pathSeqLoss(prevSeq, prevPS, seq, it.PathSeq&seqMask)
+		}
+		b.refresh(now)
+		return true
+	}
+	it.Urgent = false
 	rel, exp := b.holdFor(now, p)
-	sl.it, sl.used, sl.lost, sl.gapOpen = it, true, false, noTime
+	sl.it, sl.used, sl.early, sl.lost, sl.gapOpen = it, true, false, false, noTime
 	sl.releaseAt = now.Add(rel)
 	b.buffered++
 	b.fifoPush(p, fifoEntry{seq: seq, expire: now.Add(exp)})
@@ -444,7 +457,10 @@ func (b *buffer) flushFarAhead(seq uint64) {
 	for b.buffered > 0 {
 		sl := &b.slots[b.next&b.mask]
 		if sl.used && sl.it.Seq == b.next {
-			b.pushReady(sl.it)
+			if !sl.early {
+				b.pushReady(sl.it)
+			}
+			sl.early = false
 			b.buffered--
 			sl.used = false
 			sl.it = Item{}
@@ -632,6 +648,14 @@ func (b *buffer) Pop(now mono.Time) (Item, bool) {
 	for b.buffered > 0 {
 		seq := b.next
 		sl := &b.slots[seq&b.mask]
+		if sl.used && sl.it.Seq == seq && sl.early {
+			// Delivered when it arrived; its place in the window is done.
+			sl.used, sl.early, sl.it = false, false, Item{}
+			b.buffered--
+			b.markPast(seq, true, noTime)
+			b.next = (seq + 1) & seqMask
+			continue
+		}
 		if sl.used && sl.it.Seq == seq {
 			if sl.releaseAt > now {
 				break // equalize: not yet; later packets wait behind it
@@ -673,6 +697,10 @@ func (b *buffer) afterAdvance(now mono.Time) {
 // account counts one delivery.
 func (b *buffer) account(now mono.Time, it Item) {
 	b.stats.Delivered++
+	if it.Urgent {
+		b.stats.Urgent++
+		return
+	}
 	if b.anyDelivered && seqDiff(it.Seq, b.maxDelivered) < 0 {
 		b.stats.OutOfOrder++
 	} else {

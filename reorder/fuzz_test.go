@@ -49,7 +49,7 @@ func FuzzReorder(f *testing.F) {
 					}
 				}
 				ps[path] += uint64(d[5]&1) + 1
-				if r.Push(now, Item{Seq: seq, Path: path, PathSeq: ps[path], Arrival: now}) {
+				if r.Push(now, Item{Seq: seq, Path: path, PathSeq: ps[path], Arrival: now, Urgent: d[5]&6 == 6}) {
 					accepted[seq]++
 				}
 				pop()

@@ -22,6 +22,12 @@ type Item struct {
 	PathSeq uint64    // the subflow's DCCP sequence number (48-bit)
 	Arrival mono.Time // when it arrived
 	Buf     []byte
+	// Urgent packets (a traffic class: VoIP, say) are delivered at once,
+	// neither waiting for gaps nor equalised; their MP_SEQ still counts as
+	// received, so that nothing waits for it and a second copy is a
+	// duplicate. Their own order is their application's business (RTP has
+	// sequence numbers and a jitter buffer).
+	Urgent bool
 }
 
 // PathInfo is what the engine knows about a receiving path.
@@ -63,6 +69,7 @@ type Stats struct {
 	InOrder        uint64 // delivered without waiting
 	Held           uint64 // delivered after waiting in the buffer
 	OutOfOrder     uint64 // delivered with a lower MP_SEQ than one already delivered
+	Urgent         uint64 // delivered at once (Item.Urgent), not counted in the others
 	GapsSkipped    uint64 // sequence numbers given up on
 	GapsLateArrive uint64 // skipped sequence numbers that arrived later
 	Duplicates     uint64

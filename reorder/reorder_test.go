@@ -473,3 +473,38 @@ func TestEqualizeFromArrivalTiming(t *testing.T) {
 	h.advance(start + 25*ms)
 	h.want(400)
 }
+
+// Urgent packets (traffic classes) skip both the gap wait and the
+// equalisation, and their MP_SEQ is not a gap for the others.
+func TestUrgentDeliveredAtOnce(t *testing.T) {
+	for _, name := range []string{"fixed", "adaptive", "equalize"} {
+		h := newHarness(t, name, Config{MaxHold: 100 * time.Millisecond, Margin: time.Millisecond})
+		h.r.SetPaths([]PathInfo{
+			{ID: 0, Active: true, MinRTT: 10 * time.Millisecond},
+			{ID: 1, Active: true, MinRTT: 40 * time.Millisecond},
+		})
+		h.push(1, 1)
+		h.advance(50 * ms)
+		h.out = nil
+		// 2 is missing; 3 is urgent and arrives on the fast path.
+		h.ps[0]++
+		if !h.r.Push(h.now, Item{Seq: 3, Path: 0, PathSeq: h.ps[0], Arrival: h.now, Urgent: true}) {
+			t.Fatalf("%s: urgent refused", name)
+		}
+		h.drain()
+		h.want(3)
+		// Its second copy is a duplicate.
+		h.ps[1]++
+		if h.r.Push(h.now, Item{Seq: 3, Path: 1, PathSeq: h.ps[1], Arrival: h.now, Urgent: true}) {
+			t.Fatalf("%s: second copy of an urgent packet accepted", name)
+		}
+		// 2 arrives on the slow path: delivered, and 4 need not wait for 3.
+		h.push(1, 2)
+		h.push(1, 4)
+		h.advance(60 * ms)
+		h.want(3, 2, 4)
+		if s := h.r.Stats(); s.Urgent != 1 || s.Duplicates != 1 || s.GapsSkipped != 0 || s.OutOfOrder != 0 {
+			t.Errorf("%s: stats %+v", name, s)
+		}
+	}
+}
