@@ -60,7 +60,7 @@ func TestCPEValues(t *testing.T) {
 	if c.ReorderMaxHold != 100*time.Millisecond || c.ServiceCode != 0x6D707475 || c.AQMTarget != 20*time.Millisecond {
 		t.Errorf("connection %+v", c)
 	}
-	if len(c.Classes) != 1 || c.Classes[0].Protocol != 17 || len(c.Classes[0].DstPorts) != 2 ||
+	if len(c.Classes) != 2 || c.Classes[1].SrcPorts[0] != (PortRange{5060, 5060}) || c.Classes[0].Protocol != 17 || len(c.Classes[0].DstPorts) != 2 ||
 		c.Classes[0].DstPorts[1] != (PortRange{10000, 20000}) || c.Classes[0].DSCP[0] != 46 {
 		t.Errorf("classes %+v", c.Classes)
 	}
