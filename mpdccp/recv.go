@@ -289,9 +289,15 @@ func (c *Conn) receiveData(now mono.Time, sf *subflow, p *wire.Packet, ro *rxOpt
 	b := c.ep.pool.get()
 	n := copy(b, p.Payload)
 	it := reorder.Item{Seq: ro.mpSeq, Path: sf.id, PathSeq: sf.dataSeq(p.Seq, ro), Arrival: now, Buf: b[:n]}
-	// Traffic classes (VoIP) are delivered at once: they must not wait
-	// behind a gap in the bulk traffic nor be equalised.
-	it.Urgent = c.classifier != nil && c.classifier.Classify(p.Payload) > 0
+	// Redundant traffic classes (VoIP) are delivered at once: they must not
+	// wait behind a gap in the bulk traffic nor be equalised, and as every
+	// packet of theirs crosses every path the first copies arrive in order.
+	// Classes spread over paths (a TCP class on rr, say) stay ordered.
+	if c.classifier != nil {
+		if cl := c.classifier.Classify(p.Payload); cl > 0 && cl < len(c.classScheds) {
+			it.Urgent = c.classScheds[cl].Name() == "redundant"
+		}
+	}
 	if !c.reo.Push(now, it) {
 		c.ep.pool.put(b)
 		c.ep.drop(DropDuplicate)
