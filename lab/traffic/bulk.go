@@ -66,6 +66,7 @@ func RunBulk(ctx context.Context, env Env, cfg BulkConfig) (BulkResult, error) {
 		wg      sync.WaitGroup
 		conns   []net.Conn
 		senders []net.Conn
+		closed  bool // the run ended; under mu
 		first   mono.Time
 	)
 	record := func(n int) {
@@ -109,6 +110,12 @@ func RunBulk(ctx context.Context, env Env, cfg BulkConfig) (BulkResult, error) {
 				return
 			}
 			mu.Lock()
+			if closed {
+				// Accepted after the run ended: nobody would close it.
+				mu.Unlock()
+				c.Close()
+				return
+			}
 			conns = append(conns, c)
 			if cfg.Down {
 				senders = append(senders, c)
@@ -152,6 +159,7 @@ func RunBulk(ctx context.Context, env Env, cfg BulkConfig) (BulkResult, error) {
 	for _, c := range conns {
 		c.Close()
 	}
+	closed = true
 	mu.Unlock()
 	ln.Close()
 	wg.Wait()
