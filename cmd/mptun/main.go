@@ -155,9 +155,9 @@ func printStatus(w io.Writer, st daemon.Status) {
 			c.State, c.LocalCI, c.PeerCI, c.Scheduler, c.Reorderer, c.Queued)
 		fmt.Fprintf(w, "  sent %d pkts %s  delivered %d pkts %s  queue drops %d\n",
 			c.SentPackets, bytesStr(c.SentBytes), c.DeliveredPackets, bytesStr(c.DeliveredBytes), c.QueueDrops)
-		fmt.Fprintf(w, "  reorder: in order %d  held %d  out of order %d  gaps skipped %d  late %d  dup %d\n",
+		fmt.Fprintf(w, "  reorder: in order %d  held %d  out of order %d  gaps skipped %d  late %d  dup %d  class (at once) %d\n",
 			c.Reorder.InOrder, c.Reorder.Held, c.Reorder.OutOfOrder, c.Reorder.GapsSkipped,
-			c.Reorder.GapsLateArrive, c.Reorder.Duplicates)
+			c.Reorder.GapsLateArrive, c.Reorder.Duplicates, c.Reorder.Urgent)
 		fmt.Fprintf(w, "  %-3s %-8s %-9s %-4s %-6s %-10s %8s %8s %6s %9s %9s %7s %s\n",
 			"id", "name", "state", "prio", "ccid", "phase", "rtt ms", "min ms", "cwnd", "rate Mb/s", "pace Mb/s", "loss %", "remote")
 		for _, p := range c.Paths {
