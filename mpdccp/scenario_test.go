@@ -3,14 +3,17 @@
 package mpdccp
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"net/netip"
+	"runtime"
 	"testing"
 	"time"
 
 	"github.com/mptun/mptun/internal/mono"
 	"github.com/mptun/mptun/internal/netsim"
 	"github.com/mptun/mptun/mpdccp/wire"
+	"github.com/mptun/mptun/reorder"
 )
 
 func openHarness(t *testing.T, seed int64, n int, cfg harnessConfig) (*harness, *Conn) {
@@ -631,14 +634,24 @@ func concAddr(cl, path int) netip.AddrPort {
 }
 
 func newConcentrator(tb testing.TB, clients int) *concentrator {
+	return newConcentratorWith(tb, clients, Config{})
+}
+
+// newConcentratorWith uses base (role, randomness and limits aside) for
+// both ends.
+func newConcentratorWith(tb testing.TB, clients int, base Config) *concentrator {
 	rng := rand.New(rand.NewPCG(8, 9))
 	k := &concentrator{got: map[*Conn]map[byte]int{}, buf: make([]byte, 2048), dbuf: make([]byte, 2048)}
 	var err error
-	if k.srv, err = NewEndpoint(Config{Role: Server, Rand: seededReader{rng}, MaxConns: clients}); err != nil {
+	srvCfg := base
+	srvCfg.Role, srvCfg.Rand, srvCfg.MaxConns = Server, seededReader{rng}, clients
+	if k.srv, err = NewEndpoint(srvCfg); err != nil {
 		tb.Fatal(err)
 	}
 	for i := 0; i < clients; i++ {
-		e, err := NewEndpoint(Config{Role: Client, Rand: seededReader{rng}})
+		cliCfg := base
+		cliCfg.Role, cliCfg.Rand = Client, seededReader{rng}
+		e, err := NewEndpoint(cliCfg)
 		if err != nil {
 			tb.Fatal(err)
 		}
@@ -758,4 +771,36 @@ func h2paths(c *Conn) int {
 		}
 	}
 	return n
+}
+
+// BenchmarkConnMemory reports the heap one connection costs, client and
+// server ends together, two paths each, after 50 packets each way (so the
+// send queues and reorder buffers exist), with the engine's default
+// reorder buffer and the daemon's (4096).
+func BenchmarkConnMemory(b *testing.B) {
+	for _, reoBuf := range []int{0, 4096} {
+		b.Run(fmt.Sprintf("reorder_buffer=%d", reoBuf), func(b *testing.B) {
+			const clients = 100
+			for i := 0; i < b.N; i++ {
+				runtime.GC()
+				var before, after runtime.MemStats
+				runtime.ReadMemStats(&before)
+				k := newConcentratorWith(b, clients, Config{Reorderer: "equalize", Reorder: reorder.Config{BufferLimit: reoBuf}})
+				for j := 0; j < 50; j++ {
+					for _, c := range k.conns {
+						c.Send(k.now, []byte{1, 2, 3}, 0)
+					}
+					for _, c := range k.srv.Conns() {
+						c.Send(k.now, []byte{1, 2, 3}, 0)
+					}
+					k.pump()
+					k.now = k.now.Add(time.Millisecond)
+				}
+				runtime.GC()
+				runtime.ReadMemStats(&after)
+				b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/clients, "B/conn")
+				runtime.KeepAlive(k)
+			}
+		})
+	}
 }

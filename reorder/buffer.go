@@ -182,7 +182,7 @@ func newBuffer(name string, m mode, c Config) *buffer {
 		slots:    make([]slot, n),
 		pastBits: make([]uint64, (n+63)/64),
 		pastOpen: make([]mono.Time, n),
-		ready:    make([]Item, n+maxLateQueued),
+
 		deadline: mono.Never,
 	}
 	for i := range b.slots {
@@ -329,9 +329,18 @@ func (b *buffer) markPast(seq uint64, delivered bool, open mono.Time) {
 // engine pops after every push, so more means nobody is popping.
 const maxLateQueued = 64
 
-// pushReady queues it for delivery ahead of the window. The ready queue has
-// room for a whole window plus the late packets, so a flush never fails.
+// pushReady queues it for delivery ahead of the window, growing the queue
+// when needed, so that a flush never fails.
 func (b *buffer) pushReady(it Item) {
+	if n := uint64(len(b.ready)); b.rTail-b.rHead >= n {
+		// Grow (power of two): most connections never need a window's
+		// worth, and a concentrator holds thousands of them.
+		grown := make([]Item, max(16, 2*n))
+		for i := b.rHead; i != b.rTail; i++ {
+			grown[i-b.rHead] = b.ready[i%n]
+		}
+		b.rHead, b.rTail, b.ready = 0, b.rTail-b.rHead, grown
+	}
 	b.ready[b.rTail%uint64(len(b.ready))] = it
 	b.rTail++
 }
@@ -517,10 +526,16 @@ func (b *buffer) pathSeqLoss(prevSeq, prevPS, seq, ps uint64) {
 }
 
 func (b *buffer) fifoPush(p *pathState, e fifoEntry) {
-	if p.fifo == nil {
-		p.fifo = make([]fifoEntry, len(b.slots))
-	}
 	n := uint64(len(p.fifo))
+	if p.tail-p.head >= n && n < uint64(len(b.slots)) {
+		// Grow by doubling up to the window size (both powers of two).
+		grown := make([]fifoEntry, max(16, 2*n))
+		for i := p.head; i != p.tail; i++ {
+			grown[i-p.head] = p.fifo[i&(n-1)]
+		}
+		p.head, p.tail, p.fifo = 0, p.tail-p.head, grown
+		n = uint64(len(grown))
+	}
 	if p.tail-p.head >= n {
 		p.head++ // cannot happen with valid entries only; keep the newest
 	}
