@@ -141,8 +141,10 @@ type buffer struct {
 	mode mode
 	cfg  Config
 
-	mask     uint64
-	slots    []slot
+	mask     uint64 // len(slots)-1
+	slots    []slot // the window, from next; grows up to maxSlots
+	maxSlots int
+	histMask uint64      // len(pastOpen)-1: the history is allocated at full size
 	pastBits []uint64    // seqs in [next-len, next): 1 delivered, 0 skipped
 	pastOpen []mono.Time // gapOpen of skipped seqs, for late samples
 
@@ -178,18 +180,46 @@ func newBuffer(name string, m mode, c Config) *buffer {
 		name:     name,
 		mode:     m,
 		cfg:      c,
-		mask:     uint64(n - 1),
-		slots:    make([]slot, n),
+		maxSlots: n,
+		histMask: uint64(n - 1),
 		pastBits: make([]uint64, (n+63)/64),
 		pastOpen: make([]mono.Time, n),
 
 		deadline: mono.Never,
 	}
-	for i := range b.slots {
-		b.slots[i].gapOpen = noTime
+	for i := range b.pastOpen {
 		b.pastOpen[i] = noTime
 	}
+	b.growSlots(int64(min(initialSlots, n)) - 1)
 	return b
+}
+
+// initialSlots is the window a reorderer starts with; it doubles up to
+// maxSlots as the traffic needs: a concentrator holds thousands of
+// connections, most of them slow.
+const initialSlots = 64
+
+// growSlots makes the window hold at least need+1 MP_SEQs past next (up to
+// maxSlots), moving the live part [next, highest].
+func (b *buffer) growSlots(need int64) {
+	n := max(len(b.slots), 1)
+	for int64(n) <= need && n < b.maxSlots {
+		n *= 2
+	}
+	if n == len(b.slots) {
+		return
+	}
+	grown := make([]slot, n)
+	for i := range grown {
+		grown[i].gapOpen = noTime
+	}
+	mask := uint64(n - 1)
+	if b.started && len(b.slots) > 0 {
+		for g := b.next; seqDiff(g, b.highest) <= 0; g = (g + 1) & seqMask {
+			grown[g&mask] = b.slots[g&b.mask]
+		}
+	}
+	b.slots, b.mask = grown, mask
 }
 
 func (b *buffer) Name() string { return b.name }
@@ -311,12 +341,12 @@ func (b *buffer) holdFor(now mono.Time, p *pathState) (release, expire time.Dura
 }
 
 func (b *buffer) pastSet(seq uint64) bool {
-	i := seq & b.mask
+	i := seq & b.histMask
 	return b.pastBits[i/64]&(1<<(i%64)) != 0
 }
 
 func (b *buffer) markPast(seq uint64, delivered bool, open mono.Time) {
-	i := seq & b.mask
+	i := seq & b.histMask
 	if delivered {
 		b.pastBits[i/64] |= 1 << (i % 64)
 	} else {
@@ -378,6 +408,9 @@ func (b *buffer) Push(now mono.Time, it Item) bool {
 		return b.pushLate(now, p, it, d)
 	}
 	if d >= int64(len(b.slots)) {
+		b.growSlots(d)
+	}
+	if d >= int64(len(b.slots)) {
 		b.flushFarAhead(seq)
 	}
 	sl := &b.slots[seq&b.mask]
@@ -437,7 +470,7 @@ func (b *buffer) sampleLate(now mono.Time, p *pathState, v time.Duration) {
 
 // pushLate handles a packet older than the next expected one.
 func (b *buffer) pushLate(now mono.Time, p *pathState, it Item, d int64) bool {
-	if -d > int64(len(b.slots)) {
+	if -d > int64(len(b.pastOpen)) {
 		// Too old to know whether it is a duplicate.
 		b.stats.LateDropped++
 		return false
@@ -447,7 +480,7 @@ func (b *buffer) pushLate(now mono.Time, p *pathState, it Item, d int64) bool {
 		return false
 	}
 	b.stats.GapsLateArrive++
-	if open := b.pastOpen[it.Seq&b.mask]; open != noTime {
+	if open := b.pastOpen[it.Seq&b.histMask]; open != noTime {
 		b.sampleLate(now, p, now.Sub(open))
 	}
 	b.markPast(it.Seq, true, noTime) // a second copy is a duplicate

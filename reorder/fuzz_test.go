@@ -18,9 +18,17 @@ func FuzzReorder(f *testing.F) {
 	f.Add([]byte{0, 0, 0, 0, 0, 1, 0, 1, 0, 0, 0, 0, 0, 3, 0, 1, 0, 0, 0, 0, 0, 2, 1, 200})
 	f.Add([]byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0, 0, 0, 0, 0, 0, 0, 0, 1, 5})
 	f.Add(make([]byte, 64))
+	// Small steps, then a jump of 100 (the window grows past its first 64).
+	steps := []byte{}
+	for _, seq := range []uint64{0, 2, 1, 100, 3, 50, 99, 4} {
+		var b [8]byte
+		binary.BigEndian.PutUint64(b[:], seq<<16|uint64(len(steps)&3))
+		steps = append(steps, b[:]...)
+	}
+	f.Add(append(steps, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		for _, name := range []string{"passive", "fixed", "adaptive", "equalize"} {
-			r, _ := New(name, Config{MaxHold: 10 * time.Millisecond, BufferLimit: 16, DropLate: len(data)%2 == 0})
+			r, _ := New(name, Config{MaxHold: 10 * time.Millisecond, BufferLimit: 16 << (len(data) % 4), DropLate: len(data)%2 == 0})
 			if len(data)%3 == 0 {
 				r.SetPaths([]PathInfo{{ID: 0, Active: true, SRTT: time.Millisecond}, {ID: 3, Active: true, SRTT: 9 * time.Millisecond}})
 			}

@@ -508,3 +508,31 @@ func TestUrgentDeliveredAtOnce(t *testing.T) {
 		}
 	}
 }
+
+// The window starts small and grows on demand: a packet far ahead (but
+// within the configured buffer) waits for the gaps instead of flushing.
+func TestWindowGrows(t *testing.T) {
+	h := newHarness(t, "fixed", Config{MaxHold: time.Hour, BufferLimit: 2048})
+	h.r.SetPaths([]PathInfo{{ID: 0, Active: true}, {ID: 1, Active: true}})
+	h.push(0, 0)
+	h.push(1, 1500)
+	h.want(0)
+	for s := uint64(1); s < 1500; s++ {
+		h.push(0, s)
+	}
+	if len(h.out) != 1501 || h.out[1500] != 1500 {
+		t.Fatalf("delivered %d packets, last %d", len(h.out), h.out[len(h.out)-1])
+	}
+	for i, s := range h.out {
+		if s != uint64(i) {
+			t.Fatalf("delivered %d at %d", s, i)
+		}
+	}
+	if s := h.r.Stats(); s.GapsSkipped != 0 || s.Overflow != 0 || s.Duplicates != 0 {
+		t.Errorf("stats %+v", s)
+	}
+	// A late copy far behind is still known as a duplicate.
+	if h.push(1, 3) {
+		t.Error("late duplicate accepted")
+	}
+}
