@@ -210,17 +210,10 @@ socket = %q
 }
 
 func startWireguard(ctx context.Context, tools Tools, cli, srv *netns.NS) ([]*proc, error) {
-	cliPriv, cliPub, err := wgpeer.KeyPair()
+	srvUAPI, cliUAPI, err := wgpeer.UAPIPair(underSrv, wgSrv, wgCli)
 	if err != nil {
 		return nil, err
 	}
-	srvPriv, srvPub, err := wgpeer.KeyPair()
-	if err != nil {
-		return nil, err
-	}
-	srvUAPI := fmt.Sprintf("private_key=%s\nlisten_port=51820\npublic_key=%s\nallowed_ip=%s/32\n", srvPriv, cliPub, wgCli)
-	cliUAPI := fmt.Sprintf("private_key=%s\npublic_key=%s\nendpoint=%s:51820\nallowed_ip=%s/32\npersistent_keepalive_interval=1\n",
-		cliPriv, srvPub, underSrv, wgSrv)
 	var procs []*proc
 	for _, s := range []struct {
 		ns         *netns.NS
@@ -231,21 +224,8 @@ func startWireguard(ctx context.Context, tools Tools, cli, srv *netns.NS) ([]*pr
 			return procs, err
 		}
 		procs = append(procs, p)
-		var lastErr error
-		for i := 0; i < 50; i++ {
-			if lastErr = s.ns.IP(ctx, "link", "show", "wgb0"); lastErr == nil {
-				break
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
-		if lastErr != nil {
-			return procs, fmt.Errorf("wireguard-go: no device: %w\n%s", lastErr, firstLines(&p.log, 10))
-		}
-		if err := s.ns.IP(ctx, "addr", "add", s.addr+"/24", "dev", "wgb0"); err != nil {
-			return procs, err
-		}
-		if err := s.ns.IP(ctx, "link", "set", "wgb0", "up"); err != nil {
-			return procs, err
+		if err := wgpeer.ConfigureDevice(ctx, s.ns, "wgb0", s.addr, nil); err != nil {
+			return procs, fmt.Errorf("%w\n%s", err, firstLines(&p.log, 10))
 		}
 	}
 	// Wait for the handshake: a ping through the tunnel.

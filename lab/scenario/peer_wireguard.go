@@ -41,21 +41,14 @@ type wgPeer struct {
 func (w *wgPeer) Setup(ctx context.Context, run *PeerRun) (Endpoint, error) {
 	tb := run.Testbed
 	best := tb.Paths[run.Best]
-	cliPriv, cliPub, err := wgpeer.KeyPair()
-	if err != nil {
-		return Endpoint{}, err
-	}
-	srvPriv, srvPub, err := wgpeer.KeyPair()
-	if err != nil {
-		return Endpoint{}, err
-	}
 	self, pre, err := SelfCommand()
 	if err != nil {
 		return Endpoint{}, fmt.Errorf("wireguard-go: %w", err)
 	}
-	srvUAPI := fmt.Sprintf("private_key=%s\nlisten_port=51820\npublic_key=%s\nallowed_ip=%s/32\n", srvPriv, cliPub, tunnelClient)
-	cliUAPI := fmt.Sprintf("private_key=%s\npublic_key=%s\nendpoint=%s:51820\nallowed_ip=%s/32\npersistent_keepalive_interval=1\n",
-		cliPriv, srvPub, best.SrvAddr, tunnelServer)
+	srvUAPI, cliUAPI, err := wgpeer.UAPIPair(best.SrvAddr.String(), tunnelServer, tunnelClient)
+	if err != nil {
+		return Endpoint{}, err
+	}
 	for _, s := range []struct {
 		name, uapi, addr string
 		isSrv            bool
@@ -80,23 +73,13 @@ func (w *wgPeer) Setup(ctx context.Context, run *PeerRun) (Endpoint, error) {
 		go func() { p.err = cmd.Wait(); close(p.done) }()
 		w.procs = append(w.procs, p)
 		// Wait for the device, then address it.
-		var lastErr error
-		for i := 0; i < 50; i++ {
-			if lastErr = ns.IP(ctx, "link", "show", "wg0"); lastErr == nil {
-				break
-			}
+		exited := func() error {
 			if done, perr := p.exited(); done {
-				return Endpoint{}, fmt.Errorf("wireguard-go %s exited: %v (see %s)", s.name, perr, lf.Name())
+				return fmt.Errorf("wireguard-go %s exited: %v (see %s)", s.name, perr, lf.Name())
 			}
-			time.Sleep(100 * time.Millisecond)
+			return nil
 		}
-		if lastErr != nil {
-			return Endpoint{}, fmt.Errorf("wireguard-go %s: no device: %w", s.name, lastErr)
-		}
-		if err := ns.IP(ctx, "addr", "add", s.addr+"/24", "dev", "wg0"); err != nil {
-			return Endpoint{}, err
-		}
-		if err := ns.IP(ctx, "link", "set", "wg0", "up"); err != nil {
+		if err := wgpeer.ConfigureDevice(ctx, ns, "wg0", s.addr, exited); err != nil {
 			return Endpoint{}, err
 		}
 	}

@@ -8,6 +8,7 @@
 package wgpeer
 
 import (
+	"context"
 	"crypto/ecdh"
 	"crypto/rand"
 	"encoding/hex"
@@ -17,10 +18,13 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 
 	"golang.zx2c4.com/wireguard/conn"
 	"golang.zx2c4.com/wireguard/device"
 	"golang.zx2c4.com/wireguard/tun"
+
+	"github.com/mptun/mptun/internal/netns"
 )
 
 // Main runs the device until SIGTERM/SIGINT; args exclude "wgpeer".
@@ -74,4 +78,47 @@ func KeyPair() (private, public string, err error) {
 		return "", "", fmt.Errorf("wgpeer: key: %w", err)
 	}
 	return hex.EncodeToString(k.Bytes()), hex.EncodeToString(k.PublicKey().Bytes()), nil
+}
+
+// UAPIPair returns the UAPI configurations of a two-peer tunnel with fresh
+// keys: the server listens on UDP 51820 at serverUnderlay, and each side
+// routes the other's tunnel address (/32) to its peer.
+func UAPIPair(serverUnderlay, serverTunnel, clientTunnel string) (server, client string, err error) {
+	cliPriv, cliPub, err := KeyPair()
+	if err != nil {
+		return "", "", err
+	}
+	srvPriv, srvPub, err := KeyPair()
+	if err != nil {
+		return "", "", err
+	}
+	server = fmt.Sprintf("private_key=%s\nlisten_port=51820\npublic_key=%s\nallowed_ip=%s/32\n", srvPriv, cliPub, clientTunnel)
+	client = fmt.Sprintf("private_key=%s\npublic_key=%s\nendpoint=%s:51820\nallowed_ip=%s/32\npersistent_keepalive_interval=1\n",
+		cliPriv, srvPub, serverUnderlay, serverTunnel)
+	return server, client, nil
+}
+
+// ConfigureDevice waits up to 5 s for the wgpeer process to create dev in
+// ns (exited, if not nil, reports an early exit), then puts addr/24 on it
+// and brings it up.
+func ConfigureDevice(ctx context.Context, ns *netns.NS, dev, addr string, exited func() error) error {
+	var lastErr error
+	for i := 0; i < 50; i++ {
+		if lastErr = ns.IP(ctx, "link", "show", dev); lastErr == nil {
+			break
+		}
+		if exited != nil {
+			if err := exited(); err != nil {
+				return err
+			}
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if lastErr != nil {
+		return fmt.Errorf("wireguard-go: no device %s: %w", dev, lastErr)
+	}
+	if err := ns.IP(ctx, "addr", "add", addr+"/24", "dev", dev); err != nil {
+		return err
+	}
+	return ns.IP(ctx, "link", "set", dev, "up")
 }
