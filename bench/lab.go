@@ -145,25 +145,14 @@ action = "restore"
 }
 
 // voipScenario is the lab's VoIP check: the aggregate paths with 5 % loss
-// on LTE (both directions), bulk TCP and a VoIP flow downstream. tunnel is
+// on LTE (both directions; the loss key lands in aggregatePaths' last
+// table, LTE), bulk TCP and a VoIP flow downstream. tunnel is
 // the [tunnel] section.
 const voipScenario = `name = "voip-%s"
 duration = "%ds"
 seed = 1
 peers = ["mptun"]
-
-[[path]]
-name = "dsl"
-rate = "16mbit"
-rtt = "10ms"
-queue_time = "20ms"
-
-[[path]]
-name = "lte"
-rate = "30mbit"
-rtt = "40ms"
-queue_time = "50ms"
-loss = 0.05
+` + aggregatePaths + `loss = 0.05
 
 [traffic.bulk]
 cc = "cubic"

@@ -43,7 +43,7 @@ func (c *statusCollector) Collect(ch chan<- prometheus.Metric) {
 				ps.SetRTT(time.Duration(p.RTTms*1e6), time.Duration(p.MinRTTms*1e6))
 				ps.Cwnd.Store(int64(p.Cwnd))
 				ps.PacingRate.Store(uint64(p.PacingMbps * 1e6 / 8))
-				ps.Up.Store(p.State == "open" && !p.Failed)
+				ps.Up.Store(p.Up())
 			}
 			c.set.ReorderBuffered.Store(int64(conn.Reorder.Buffered))
 			c.set.ReorderTimeouts.Store(conn.Reorder.GapsSkipped)

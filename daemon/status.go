@@ -49,6 +49,17 @@ type ConnStatus struct {
 	SchedulerPicks   map[int]uint64 `json:"scheduler_picks"`
 }
 
+// OpenPaths counts the connection's paths that are up.
+func (c ConnStatus) OpenPaths() int {
+	n := 0
+	for _, p := range c.Paths {
+		if p.Up() {
+			n++
+		}
+	}
+	return n
+}
+
 // PathStatus is one subflow.
 type PathStatus struct {
 	ID          int     `json:"id"`
@@ -78,6 +89,9 @@ type PathStatus struct {
 	PacingLateMeanUs float64 `json:"pacing_late_mean_us"`
 	PacingLateMaxUs  float64 `json:"pacing_late_max_us"`
 }
+
+// Up reports whether the path is open and not declared failed.
+func (p PathStatus) Up() bool { return p.State == "open" && !p.Failed }
 
 // DPStatus are the data path's counters.
 type DPStatus struct {

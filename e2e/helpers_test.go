@@ -199,16 +199,9 @@ func waitOpen(t *testing.T, socket string, n int, timeout time.Duration) {
 	deadline := time.Now().Add(timeout)
 	for time.Now().Before(deadline) {
 		var st daemon.Status
-		if control.Call(socket, "status", nil, &st) == nil && len(st.Conns) == 1 && st.Conns[0].State == "open" {
-			open := 0
-			for _, p := range st.Conns[0].Paths {
-				if p.State == "open" && !p.Failed {
-					open++
-				}
-			}
-			if open >= n {
-				return
-			}
+		if control.Call(socket, "status", nil, &st) == nil && len(st.Conns) == 1 && st.Conns[0].State == "open" &&
+			st.Conns[0].OpenPaths() >= n {
+			return
 		}
 		time.Sleep(100 * time.Millisecond)
 	}

@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -152,42 +153,37 @@ func (m *MptunPeer) serverConfig(run *PeerRun) string {
 }
 
 func connSettings(b *strings.Builder, t TunnelConf) {
-	if t.Scheduler != "" {
-		fmt.Fprintf(b, "scheduler = %q\n", t.Scheduler)
+	for _, kv := range [...]struct{ key, val string }{
+		{"scheduler", t.Scheduler}, {"reorderer", t.Reorderer}, {"ccid", t.CCID},
+		{"aqm_target", t.AQMTarget}, {"reorder_max_hold", t.ReorderMaxHold},
+	} {
+		if kv.val != "" {
+			fmt.Fprintf(b, "%s = %q\n", kv.key, kv.val)
+		}
 	}
-	if t.Reorderer != "" {
-		fmt.Fprintf(b, "reorderer = %q\n", t.Reorderer)
-	}
-	if t.CCID != "" {
-		fmt.Fprintf(b, "ccid = %q\n", t.CCID)
-	}
-	if t.AQM != nil {
-		fmt.Fprintf(b, "aqm = %v\n", *t.AQM)
-	}
-	if t.AQMTarget != "" {
-		fmt.Fprintf(b, "aqm_target = %q\n", t.AQMTarget)
-	}
-	if t.ReorderMaxHold != "" {
-		fmt.Fprintf(b, "reorder_max_hold = %q\n", t.ReorderMaxHold)
-	}
-	if t.Retransmit != nil {
-		fmt.Fprintf(b, "retransmit = %v\n", *t.Retransmit)
+	for _, kv := range [...]struct {
+		key string
+		val *bool
+	}{{"aqm", t.AQM}, {"retransmit", t.Retransmit}} {
+		if kv.val != nil {
+			fmt.Fprintf(b, "%s = %v\n", kv.key, *kv.val)
+		}
 	}
 	for _, c := range t.Classes {
 		fmt.Fprintf(b, "\n[[connection.class]]\nname = %q\nscheduler = %q\n", c.Name, c.Scheduler)
 		if c.Protocol != "" {
 			fmt.Fprintf(b, "protocol = %q\n", c.Protocol)
 		}
-		for key, list := range map[string][]string{"dst_ports": c.DstPorts, "src_ports": c.SrcPorts} {
-			if len(list) > 0 {
-				fmt.Fprintf(b, "%s = [", key)
-				for i, v := range list {
-					if i > 0 {
-						b.WriteString(", ")
-					}
-					fmt.Fprintf(b, "%q", v)
+		for _, kv := range [...]struct {
+			key  string
+			list []string
+		}{{"dst_ports", c.DstPorts}, {"src_ports", c.SrcPorts}} {
+			if len(kv.list) > 0 {
+				quoted := make([]string, len(kv.list))
+				for i, v := range kv.list {
+					quoted[i] = strconv.Quote(v)
 				}
-				b.WriteString("]\n")
+				fmt.Fprintf(b, "%s = [%s]\n", kv.key, strings.Join(quoted, ", "))
 			}
 		}
 		if len(c.DSCP) > 0 {
@@ -265,15 +261,7 @@ func waitPathsOpen(ctx context.Context, socks []string, n int, limit time.Durati
 	for _, sock := range socks {
 		for time.Now().Before(end) && ctx.Err() == nil {
 			var st daemon.Status
-			open := 0
-			if control.Call(sock, "status", nil, &st) == nil && len(st.Conns) > 0 {
-				for _, p := range st.Conns[0].Paths {
-					if p.State == "open" && !p.Failed {
-						open++
-					}
-				}
-			}
-			if open >= n {
+			if control.Call(sock, "status", nil, &st) == nil && len(st.Conns) > 0 && st.Conns[0].OpenPaths() >= n {
 				break
 			}
 			time.Sleep(20 * time.Millisecond)
