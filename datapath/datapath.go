@@ -400,7 +400,7 @@ func (d *Datapath) handleTUN(now mono.Time, b *tunBatch) {
 			d.Stats.DroppedNoRoute.Add(1)
 			continue
 		}
-		if !c.Send(now, pkt, 0) {
+		if !c.Send(now, pkt) {
 			d.Stats.DroppedQueueFull.Add(1)
 		}
 	}

@@ -89,7 +89,7 @@ func BenchmarkEnginePacket(b *testing.B) {
 	pkt := make([]byte, 1200)
 	// Warm up pools and rings.
 	for i := 0; i < 5000; i++ {
-		p.conn.Send(p.now, pkt, 0)
+		p.conn.Send(p.now, pkt)
 		p.step()
 		p.now = p.now.Add(10 * time.Microsecond)
 	}
@@ -98,7 +98,7 @@ func BenchmarkEnginePacket(b *testing.B) {
 	b.ResetTimer()
 	start := p.recvd
 	for i := 0; i < b.N; i++ {
-		p.conn.Send(p.now, pkt, 0)
+		p.conn.Send(p.now, pkt)
 		p.step()
 		p.now = p.now.Add(10 * time.Microsecond)
 	}
@@ -112,13 +112,13 @@ func TestEngineSteadyStateAllocs(t *testing.T) {
 	p := newPipe(t)
 	pkt := make([]byte, 1200)
 	for i := 0; i < 5000; i++ {
-		p.conn.Send(p.now, pkt, 0)
+		p.conn.Send(p.now, pkt)
 		p.step()
 		p.now = p.now.Add(10 * time.Microsecond)
 	}
 	before := p.recvd
 	allocs := testing.AllocsPerRun(2000, func() {
-		p.conn.Send(p.now, pkt, 0)
+		p.conn.Send(p.now, pkt)
 		p.step()
 		p.now = p.now.Add(10 * time.Microsecond)
 	})

@@ -49,8 +49,8 @@ func TestTrafficClassRedundant(t *testing.T) {
 	const n = 500
 	for i := 0; i < n; i++ {
 		now := h.sim.Now()
-		c.Send(now, innerUDP(uint32(i), 17, 5060), 0) // VoIP: redundant
-		c.Send(now, innerUDP(uint32(n+i), 6, 80), 0)  // other: rr
+		c.Send(now, innerUDP(uint32(i), 17, 5060)) // VoIP: redundant
+		c.Send(now, innerUDP(uint32(n+i), 6, 80))  // other: rr
 		h.service(sideClient)
 		h.run(20 * time.Millisecond)
 	}
@@ -110,7 +110,7 @@ func TestTrafficClassUnderBulkLoad(t *testing.T) {
 	h.run(2 * time.Second) // windows full, send queue standing
 	const n = 200
 	for i := 0; i < n; i++ {
-		c.Send(h.sim.Now(), innerUDP(uint32(i), 17, 5060), 0)
+		c.Send(h.sim.Now(), innerUDP(uint32(i), 17, 5060))
 		h.service(sideClient)
 		h.run(20 * time.Millisecond)
 	}

@@ -190,7 +190,7 @@ func (c *Conn) Stats() ConnStats {
 
 // Send queues an inner packet (copied). It returns false when the packet
 // is dropped: too big, queue full, or the connection is closing.
-func (c *Conn) Send(now mono.Time, pkt []byte, class int) bool {
+func (c *Conn) Send(now mono.Time, pkt []byte) bool {
 	c.touch()
 	if c.state != Open && c.state != Connecting {
 		return false

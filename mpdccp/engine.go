@@ -12,7 +12,7 @@
 // goroutine owns an Endpoint. A driver loop looks like this:
 //
 //	ep.HandleDatagram(now, sock, from, to, b, ecn) // for each datagram read
-//	conn.Send(now, innerPkt, class)                // for each packet from the TUN
+//	conn.Send(now, innerPkt)                       // for each packet from the TUN
 //	if ep.Deadline() <= now { ep.HandleTimer(now) }
 //	for t, ok := ep.PollTransmit(now, buf); ok; t, ok = ep.PollTransmit(now, buf) {
 //		send buf[:t.N] on socket t.Local to t.Remote

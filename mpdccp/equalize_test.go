@@ -41,7 +41,7 @@ func TestEqualizeFromFirstPacket(t *testing.T) {
 		for side, conn := range []*Conn{c, h.serverConn()} {
 			binary.BigEndian.PutUint64(pkt, id)
 			sent[id] = h.sim.Now()
-			if !conn.Send(h.sim.Now(), pkt, 0) {
+			if !conn.Send(h.sim.Now(), pkt) {
 				t.Fatal("send refused")
 			}
 			h.service(side)
@@ -91,7 +91,7 @@ func TestClassPacketsSkipEqualisation(t *testing.T) {
 			port = 5060
 		}
 		sent[i] = h.sim.Now()
-		c.Send(h.sim.Now(), innerUDP(i, 17, port), 0)
+		c.Send(h.sim.Now(), innerUDP(i, 17, port))
 		h.service(sideClient)
 		h.run(50 * time.Millisecond)
 	}

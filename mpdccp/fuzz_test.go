@@ -15,7 +15,7 @@ func capturePipe(tb testing.TB) [][]byte {
 	var out [][]byte
 	pkt := make([]byte, 100)
 	for i := 0; i < 20; i++ {
-		p.conn.Send(p.now, pkt, 0)
+		p.conn.Send(p.now, pkt)
 		for {
 			t, ok := p.ep[0].PollTransmit(p.now, p.buf)
 			if !ok {
@@ -72,7 +72,7 @@ func FuzzEndpointDatagram(f *testing.F) {
 		if p.conn.State() == Open {
 			before := p.recvd
 			for i := 0; i < 10; i++ {
-				p.conn.Send(p.now, make([]byte, 100), 0)
+				p.conn.Send(p.now, make([]byte, 100))
 				p.step()
 				p.now = p.now.Add(time.Millisecond)
 			}

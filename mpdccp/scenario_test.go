@@ -723,7 +723,7 @@ func TestConcentratorManyClients(t *testing.T) {
 	k := newConcentrator(t, clients)
 	for i, c := range k.conns {
 		for j := 0; j < 50; j++ {
-			c.Send(k.now, []byte{byte(i), byte(j)}, 0)
+			c.Send(k.now, []byte{byte(i), byte(j)})
 		}
 	}
 	for step := 0; step < 200; step++ {
@@ -788,10 +788,10 @@ func BenchmarkConnMemory(b *testing.B) {
 				k := newConcentratorWith(b, clients, Config{Reorderer: "equalize", Reorder: reorder.Config{BufferLimit: reoBuf}})
 				for j := 0; j < 50; j++ {
 					for _, c := range k.conns {
-						c.Send(k.now, []byte{1, 2, 3}, 0)
+						c.Send(k.now, []byte{1, 2, 3})
 					}
 					for _, c := range k.srv.Conns() {
-						c.Send(k.now, []byte{1, 2, 3}, 0)
+						c.Send(k.now, []byte{1, 2, 3})
 					}
 					k.pump()
 					k.now = k.now.Add(time.Millisecond)

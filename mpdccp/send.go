@@ -239,8 +239,8 @@ func (c *Conn) pollData(now mono.Time, buf []byte) (Transmit, bool) {
 		// bulk traffic fills the window at that instant.
 		for i := range c.schedBuf {
 			p := &c.schedBuf[i]
-			if p.Usable && !p.CanSend && p.InFlight < p.Cwnd+classAllowance {
-				p.CanSend, p.SendTime = true, now
+			if p.Usable && withinClassAllowance(p.InFlight, p.Cwnd) {
+				p.CanSend, p.SendTime = true, min(p.SendTime, now)
 			}
 		}
 	}
@@ -297,8 +297,10 @@ func (c *Conn) classReady(sf *subflow) bool {
 		return false
 	}
 	st := sf.cc.State()
-	return st.InFlight < st.Cwnd+classAllowance
+	return withinClassAllowance(st.InFlight, st.Cwnd)
 }
+
+func withinClassAllowance(inFlight, cwnd int) bool { return inFlight < cwnd+classAllowance }
 
 // appLimited tells the controllers that want to know (BBR) that the
 // connection has nothing to send while they still have window room, so

@@ -275,7 +275,7 @@ func (s *source) tick() {
 	sent := false
 	for n := 0; s.next < s.total && s.c.queued() < s.h.ep[s.side].cfg.SendQueue/2 && (s.perTick == 0 || n < s.perTick); n++ {
 		binary.BigEndian.PutUint64(s.pkt, s.next)
-		if !s.c.Send(now, s.pkt, 0) {
+		if !s.c.Send(now, s.pkt) {
 			break
 		}
 		s.next++
