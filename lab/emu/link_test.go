@@ -280,20 +280,28 @@ func TestRTT(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	for i, r := range rtts {
-		s := samples[i]
+	// Judge the delay the emulator adds, not the absolute RTT: the stack and
+	// the emulator's forwarding cost a machine-dependent baseline (0.02 ms on
+	// one machine, 0.3 ms on another), which the zero-delay path measures.
+	if len(samples[0]) < 190 {
+		t.Fatalf("baseline path: only %d of 200 echoes", len(samples[0]))
+	}
+	base := quantile(samples[0], .5)
+	t.Logf("zero-impairment baseline (emulator + stack, round trip): p50 %v p99 %v",
+		base, quantile(samples[0], .99))
+	for i, r := range rtts[1:] {
+		s := samples[i+1]
 		p50, p99 := quantile(s, .5), quantile(s, .99)
-		t.Logf("RTT configured %v: n=%d p50 %v p99 %v (p50 error %v)", r, len(s), p50, p99, p50-r)
+		added := p50 - base
+		t.Logf("RTT configured %v: n=%d p50 %v p99 %v, added over baseline %v (error %v)", r, len(s), p50, p99, added, added-r)
 		if len(s) < 190 {
 			t.Errorf("RTT %v: only %d of 200 echoes", r, len(s))
 			continue
 		}
-		if i > 0 && (p50-r).Abs() > 500*time.Microsecond {
-			t.Errorf("RTT %v: p50 %v, want ± 0.5 ms", r, p50)
+		if (added - r).Abs() > 500*time.Microsecond {
+			t.Errorf("RTT %v: p50 %v is %v over the baseline %v, want %v ± 0.5 ms", r, p50, added, base, r)
 		}
 	}
-	t.Logf("zero-impairment baseline (emulator + stack, round trip): p50 %v p99 %v",
-		quantile(samples[0], .5), quantile(samples[0], .99))
 }
 
 // TestLossInterval checks that Bernoulli loss falls inside the binomial 95%
