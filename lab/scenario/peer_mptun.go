@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/mptun/mptun/control"
-	"github.com/mptun/mptun/daemon"
 	"github.com/mptun/mptun/internal/mono"
 	"github.com/mptun/mptun/internal/netns"
 	"github.com/mptun/mptun/lab/report"
@@ -57,7 +56,7 @@ func (m *MptunPeer) sample(sender, receiver string) {
 	t := time.NewTicker(sampleEvery)
 	defer t.Stop()
 	for {
-		var st daemon.Status
+		var st control.Status
 		if control.Call(sender, "status", nil, &st) == nil && len(st.Conns) > 0 {
 			now := mono.Now()
 			if tm.First == 0 {
@@ -82,7 +81,7 @@ func (m *MptunPeer) sample(sender, receiver string) {
 		}
 		select {
 		case <-m.stopSampling:
-			var rs daemon.Status
+			var rs control.Status
 			if control.Call(receiver, "status", nil, &rs) == nil && len(rs.Conns) > 0 {
 				for _, b := range reorder.HoldBuckets {
 					tm.HoldBucketsMs = append(tm.HoldBucketsMs, float64(b)/float64(time.Millisecond))
@@ -260,7 +259,7 @@ func waitPathsOpen(ctx context.Context, socks []string, n int, limit time.Durati
 	end := time.Now().Add(limit)
 	for _, sock := range socks {
 		for time.Now().Before(end) && ctx.Err() == nil {
-			var st daemon.Status
+			var st control.Status
 			if control.Call(sock, "status", nil, &st) == nil && len(st.Conns) > 0 && st.Conns[0].OpenPaths() >= n {
 				break
 			}
