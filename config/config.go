@@ -13,6 +13,8 @@ package config
 import (
 	"net/netip"
 	"time"
+
+	"github.com/mptun/mptun/internal/defaults"
 )
 
 // Config is a validated configuration with defaults filled in.
@@ -131,12 +133,12 @@ type Capture struct {
 	MaxSize int64  // bytes before the file is rotated; 0 = unlimited
 }
 
-// Defaults.
+// Defaults (all of them are in internal/defaults).
 const (
-	DefaultTunnelName     = "mptun0"
-	DefaultPort           = 6511
-	DefaultServiceCode    = 0x6D707475 // "mptu"
-	DefaultPathMTU        = 1500
-	DefaultPrio           = 3
-	DefaultControlPattern = "/run/mptun/%i.sock"
+	DefaultTunnelName     = defaults.TunnelName
+	DefaultPort           = defaults.Port
+	DefaultServiceCode    = defaults.ServiceCode
+	DefaultPathMTU        = defaults.PathMTU
+	DefaultPrio           = defaults.Prio
+	DefaultControlPattern = defaults.ControlPattern
 )

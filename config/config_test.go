@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/mptun/mptun/internal/defaults"
 )
 
 func writeFile(t *testing.T, name, text string) string {
@@ -75,13 +77,15 @@ func TestDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := Connection{Role: "client", CCID: "bbr", Scheduler: "rr", Reorderer: "equalize",
-		ReorderMaxHold: 100 * time.Millisecond, ReorderBuffer: 4096, ServiceCode: DefaultServiceCode,
-		Keepalive: time.Second, PathTimeout: 3 * time.Second, SendQueue: 1024, AQM: true, AQMTarget: 20 * time.Millisecond}
+	// Absent keys take the one set of defaults.
+	want := Connection{Role: "client", CCID: defaults.CCID, Scheduler: defaults.Scheduler, Reorderer: defaults.Reorderer,
+		ReorderMaxHold: defaults.ReorderMaxHold, ReorderBuffer: defaults.ReorderBuffer, ServiceCode: defaults.ServiceCode,
+		Keepalive: defaults.Keepalive, PathTimeout: defaults.PathTimeout, SendQueue: defaults.SendQueue,
+		AQM: defaults.AQM, AQMTarget: defaults.AQMTarget, Retransmit: defaults.Retransmit}
 	if got := cfg.Connection; got.Role != want.Role || got.CCID != want.CCID || got.Scheduler != want.Scheduler ||
 		got.Reorderer != want.Reorderer || got.ReorderMaxHold != want.ReorderMaxHold || got.ReorderBuffer != want.ReorderBuffer ||
 		got.ServiceCode != want.ServiceCode || got.Keepalive != want.Keepalive || got.PathTimeout != want.PathTimeout ||
-		got.SendQueue != want.SendQueue || got.AQM != want.AQM || got.AQMTarget != want.AQMTarget {
+		got.SendQueue != want.SendQueue || got.AQM != want.AQM || got.AQMTarget != want.AQMTarget || got.Retransmit != want.Retransmit {
 		t.Errorf("connection defaults %+v", got)
 	}
 	if p := cfg.Paths[0]; p.Remote.Port() != DefaultPort || p.MTU != DefaultPathMTU || p.Weight != 1 || p.Prio != DefaultPrio {

@@ -23,6 +23,7 @@ import (
 	"github.com/mptun/mptun/config"
 	"github.com/mptun/mptun/control"
 	"github.com/mptun/mptun/datapath"
+	"github.com/mptun/mptun/internal/defaults"
 	"github.com/mptun/mptun/internal/mono"
 	"github.com/mptun/mptun/metrics"
 	"github.com/mptun/mptun/mpdccp"
@@ -109,7 +110,7 @@ func New(cfg *config.Config, log *slog.Logger) (d *Daemon, err error) {
 		Rand:        rand.Reader,
 		KeepAlive:   cfg.Connection.Keepalive,
 		PathTimeout: cfg.Connection.PathTimeout,
-		ECN:         true,
+		ECN:         defaults.ECN,
 	}
 	if cfg.Connection.Role == config.RoleServer {
 		epCfg.Role = mpdccp.Server

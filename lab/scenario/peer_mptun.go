@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/mptun/mptun/control"
+	"github.com/mptun/mptun/internal/defaults"
 	"github.com/mptun/mptun/internal/mono"
 	"github.com/mptun/mptun/internal/netns"
 	"github.com/mptun/mptun/lab/report"
@@ -249,8 +250,17 @@ func (m *MptunPeer) Setup(ctx context.Context, run *PeerRun) (Endpoint, error) {
 	t := run.Scenario.Tunnel
 	return Endpoint{
 		ServerAddr: netipMust(tunnelServer),
-		Note:       fmt.Sprintf("mptun (scheduler %q, reorderer %q, ccid %q; empty = daemon default)", t.Scheduler, t.Reorderer, t.CCID),
+		Note: fmt.Sprintf("mptun (scheduler %s, reorderer %s, ccid %s)", setting(t.Scheduler, defaults.Scheduler),
+			setting(t.Reorderer, defaults.Reorderer), setting(t.CCID, defaults.CCID)),
 	}, nil
+}
+
+// setting names a scenario's choice, or the daemon's default it left in place.
+func setting(v, def string) string {
+	if v == "" {
+		return fmt.Sprintf("%q (default)", def)
+	}
+	return strconv.Quote(v)
 }
 
 // waitPathsOpen polls the daemons until each has n open paths or limit
