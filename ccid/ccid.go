@@ -141,6 +141,8 @@ type Config struct {
 	HyStart bool
 	// ABE enables Alternative Backoff with ECN (RFC 8511) for CCID2.
 	ABE bool
+	// BBR, when set, replaces DefaultBBRParams (tests, evaluations).
+	BBR *BBRParams
 }
 
 // Factory builds a controller.
