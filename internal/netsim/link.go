@@ -5,25 +5,12 @@ package netsim
 import (
 	"time"
 
+	"github.com/mptun/mptun/internal/lossmodel"
 	"github.com/mptun/mptun/internal/mono"
 )
 
-// GilbertElliott is a two-state bursty loss model. Each packet first moves
-// the chain (good→bad with PGoodBad, bad→good with PBadGood), then is lost
-// with the loss probability of the state it is in.
-type GilbertElliott struct {
-	PGoodBad, PBadGood float64
-	LossGood, LossBad  float64
-}
-
-// MeanLoss is the stationary loss probability of the chain.
-func (g GilbertElliott) MeanLoss() float64 {
-	if g.PGoodBad+g.PBadGood == 0 {
-		return g.LossGood
-	}
-	pBad := g.PGoodBad / (g.PGoodBad + g.PBadGood)
-	return (1-pBad)*g.LossGood + pBad*g.LossBad
-}
+// GilbertElliott is the two-state bursty loss model (internal/lossmodel).
+type GilbertElliott = lossmodel.GilbertElliott
 
 // Outage is a time interval in which the link silently drops everything.
 type Outage struct{ Start, End mono.Time }
@@ -74,7 +61,7 @@ type Link struct {
 	queued      int
 	busyUntil   mono.Time
 	lastArrival mono.Time
-	geBad       bool
+	ge          lossmodel.Chain
 	stats       LinkStats
 }
 
@@ -139,21 +126,8 @@ func (l *Link) inOutage(t mono.Time) bool {
 
 func (l *Link) lost() bool {
 	rng := l.sim.rng
-	if g := l.cfg.GE; g != nil {
-		if l.geBad {
-			if rng.Float64() < g.PBadGood {
-				l.geBad = false
-			}
-		} else if rng.Float64() < g.PGoodBad {
-			l.geBad = true
-		}
-		p := g.LossGood
-		if l.geBad {
-			p = g.LossBad
-		}
-		if p > 0 && rng.Float64() < p {
-			return true
-		}
+	if g := l.cfg.GE; g != nil && l.ge.Lost(g, rng) {
+		return true
 	}
 	return l.cfg.Loss > 0 && rng.Float64() < l.cfg.Loss
 }

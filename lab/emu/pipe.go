@@ -8,6 +8,8 @@ import (
 	"math/rand/v2"
 	"time"
 
+	"github.com/mptun/mptun/internal/codel"
+	"github.com/mptun/mptun/internal/lossmodel"
 	"github.com/mptun/mptun/internal/mono"
 )
 
@@ -80,8 +82,9 @@ type Pipe struct {
 	line        frameHeap // delay line, by deliverAt then seq
 	seq         uint64
 	lastDeliver mono.Time
-	geBad       bool
-	codel       codelState
+	ge          lossmodel.Chain
+	codel       codel.State
+	codelNow    mono.Time // the time CoDel is deciding at
 
 	free []*Frame
 
@@ -190,34 +193,55 @@ func (p *Pipe) Enqueue(now mono.Time, f *Frame) {
 // startService begins serializing the queue head at time t (rate mode), after
 // CoDel has had its say.
 func (p *Pipe) startService(t mono.Time) {
-	for p.queueLen() > 0 {
-		f := p.queue[p.qHead]
-		t := max(t, f.arrive)
-		if p.cfg.CoDel != nil && p.codel.shouldDrop(p.cfg.CoDel, t, t.Sub(f.arrive), p.queueBytes) {
-			p.popHead()
-			p.Stats.DroppedCoDel++
-			p.emit(t, 'd', len(f.Buf), 0)
-			p.PutFrame(f)
-			continue
-		}
-		if so := t.Sub(f.arrive); so > p.Stats.MaxSojourn {
-			p.Stats.MaxSojourn = so
-		}
-		if p.cfg.Trace != nil {
-			if p.credit == 0 {
-				// Opportunities while the queue was empty are wasted.
-				if min := p.cfg.Trace.firstAtOrAfter(t.Sub(p.start)); p.oppIdx < min {
-					p.oppIdx = min
-				}
-			}
-			p.busy = true
+	if c := p.cfg.CoDel; c != nil {
+		p.codelNow = t
+		if !p.codel.Dequeue(t, codel.Params{Target: c.Target, Interval: c.Interval, MTU: TraceMTU}, (*codelView)(p)) {
+			p.busy = false
 			return
 		}
-		f.txEnd = t.Add(serialization(len(f.Buf), p.cfg.Rate))
-		p.busy = true
+	}
+	if p.queueLen() == 0 {
+		p.busy = false
 		return
 	}
-	p.busy = false
+	f := p.queue[p.qHead]
+	t = max(t, f.arrive)
+	if so := t.Sub(f.arrive); so > p.Stats.MaxSojourn {
+		p.Stats.MaxSojourn = so
+	}
+	p.busy = true
+	if p.cfg.Trace != nil {
+		if p.credit == 0 {
+			// Opportunities while the queue was empty are wasted.
+			if min := p.cfg.Trace.firstAtOrAfter(t.Sub(p.start)); p.oppIdx < min {
+				p.oppIdx = min
+			}
+		}
+		return
+	}
+	f.txEnd = t.Add(serialization(len(f.Buf), p.cfg.Rate))
+}
+
+// codelView is the bottleneck queue as internal/codel sees it: the head
+// is the frame about to be serialized; a CoDel signal drops it.
+type codelView Pipe
+
+func (v *codelView) Next(now mono.Time) (time.Duration, int, bool) {
+	p := (*Pipe)(v)
+	if p.queueLen() == 0 {
+		return 0, 0, false
+	}
+	f := p.queue[p.qHead]
+	return max(now.Sub(f.arrive), 0), p.queueBytes - len(f.Buf), true
+}
+
+func (v *codelView) Signal() bool {
+	p := (*Pipe)(v)
+	f := p.popHead()
+	p.Stats.DroppedCoDel++
+	p.emit(p.codelNow, 'd', len(f.Buf), 0)
+	p.PutFrame(f)
+	return false
 }
 
 func (p *Pipe) popHead() *Frame {
@@ -315,18 +339,7 @@ func (p *Pipe) lost() bool {
 		return true
 	}
 	if g := p.cfg.GE; g != nil {
-		if p.geBad {
-			if p.rng.Float64() < g.PBadGood {
-				p.geBad = false
-			}
-		} else if p.rng.Float64() < g.PGoodBad {
-			p.geBad = true
-		}
-		l := g.LossGood
-		if p.geBad {
-			l = g.LossBad
-		}
-		return l > 0 && p.rng.Float64() < l
+		return p.ge.Lost(g, p.rng)
 	}
 	return false
 }
@@ -426,58 +439,4 @@ func (h *frameHeap) Pop() any {
 	old[n-1] = nil
 	*h = old[:n-1]
 	return f
-}
-
-// codelState is RFC 8289's dequeue-side state.
-type codelState struct {
-	firstAbove mono.Time
-	dropNext   mono.Time
-	count      uint32
-	lastCount  uint32
-	dropping   bool
-}
-
-func (c *codelState) shouldDrop(cfg *CoDel, now mono.Time, sojourn time.Duration, backlog int) bool {
-	target, interval := cfg.Target, cfg.Interval
-	if target == 0 {
-		target = 5 * time.Millisecond
-	}
-	if interval == 0 {
-		interval = 100 * time.Millisecond
-	}
-	okToDrop := false
-	if sojourn < target || backlog <= TraceMTU {
-		c.firstAbove = 0
-	} else if c.firstAbove == 0 {
-		c.firstAbove = now.Add(interval)
-	} else if now >= c.firstAbove {
-		okToDrop = true
-	}
-	controlLaw := func(t mono.Time) mono.Time {
-		return t.Add(time.Duration(float64(interval) / math.Sqrt(float64(max(c.count, 1)))))
-	}
-	if c.dropping {
-		if !okToDrop {
-			c.dropping = false
-			return false
-		}
-		if now >= c.dropNext {
-			c.count++
-			c.dropNext = controlLaw(c.dropNext)
-			return true
-		}
-		return false
-	}
-	if okToDrop {
-		c.dropping = true
-		delta := c.count - c.lastCount
-		c.count = 1
-		if delta > 1 && now.Sub(c.dropNext) < 16*interval {
-			c.count = delta
-		}
-		c.dropNext = controlLaw(now)
-		c.lastCount = c.count
-		return true
-	}
-	return false
 }
