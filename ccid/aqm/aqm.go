@@ -15,6 +15,7 @@ import (
 
 	"github.com/mptun/mptun/internal/codel"
 	"github.com/mptun/mptun/internal/mono"
+	"github.com/mptun/mptun/internal/ring"
 )
 
 // Config parameterises a Queue. The zero value gets RFC 8289's defaults.
@@ -57,9 +58,7 @@ type entry struct {
 // concurrent use; the connection's owner goroutine drives it.
 type Queue struct {
 	cfg   Config
-	ring  []entry
-	head  int
-	n     int
+	fifo  *ring.Ring[entry]
 	bytes int
 
 	codel  codel.State
@@ -83,12 +82,12 @@ func New(cfg Config) *Queue {
 	if cfg.MTU <= 0 {
 		cfg.MTU = codel.DefaultMTU
 	}
-	return &Queue{cfg: cfg, ring: make([]entry, cfg.Limit),
+	return &Queue{cfg: cfg, fifo: ring.New[entry](cfg.Limit),
 		params: codel.Params{Target: cfg.Target, Interval: cfg.Interval, MTU: cfg.MTU}}
 }
 
 // Len is the number of queued packets, Bytes their size.
-func (q *Queue) Len() int   { return q.n }
+func (q *Queue) Len() int   { return q.fifo.Len() }
 func (q *Queue) Bytes() int { return q.bytes }
 
 // Stats returns the counters.
@@ -96,22 +95,21 @@ func (q *Queue) Stats() Stats { return q.stats }
 
 // HeadSojourn is how long the oldest packet has waited, or 0.
 func (q *Queue) HeadSojourn(now mono.Time) time.Duration {
-	if q.n == 0 {
+	if q.fifo.Len() == 0 {
 		return 0
 	}
-	return now.Sub(q.ring[q.head].enq)
+	return now.Sub(q.fifo.Front().enq)
 }
 
 // Enqueue appends pkt at now. It reports false, after handing pkt to
 // Config.Drop, when the queue is full.
 func (q *Queue) Enqueue(now mono.Time, pkt []byte) bool {
-	if q.n == len(q.ring) || q.cfg.LimitBytes > 0 && q.bytes+len(pkt) > q.cfg.LimitBytes {
+	if q.fifo.Len() >= q.cfg.Limit || q.cfg.LimitBytes > 0 && q.bytes+len(pkt) > q.cfg.LimitBytes {
 		q.stats.TailDropped++
 		q.drop(pkt)
 		return false
 	}
-	q.ring[(q.head+q.n)%len(q.ring)] = entry{pkt: pkt, enq: now}
-	q.n++
+	q.fifo.Push(entry{pkt: pkt, enq: now})
 	q.bytes += len(pkt)
 	q.stats.Enqueued++
 	return true
@@ -124,15 +122,9 @@ func (q *Queue) drop(pkt []byte) {
 }
 
 func (q *Queue) pop() (entry, bool) {
-	if q.n == 0 {
-		return entry{}, false
-	}
-	e := q.ring[q.head]
-	q.ring[q.head] = entry{}
-	q.head = (q.head + 1) % len(q.ring)
-	q.n--
+	e, ok := q.fifo.Pop()
 	q.bytes -= len(e.pkt)
-	return e, true
+	return e, ok
 }
 
 // codelView is the queue as internal/codel sees it.

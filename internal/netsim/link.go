@@ -7,6 +7,7 @@ import (
 
 	"github.com/mptun/mptun/internal/lossmodel"
 	"github.com/mptun/mptun/internal/mono"
+	"github.com/mptun/mptun/internal/ring"
 )
 
 // GilbertElliott is the two-state bursty loss model (internal/lossmodel).
@@ -56,8 +57,7 @@ type Link struct {
 
 	// departures holds the serialization end time and size of every packet
 	// still queued or being serialized, oldest first.
-	departures  []departure
-	head        int // departures[:head] have left
+	departures  ring.Ring[departure]
 	queued      int
 	busyUntil   mono.Time
 	lastArrival mono.Time
@@ -87,16 +87,9 @@ func (l *Link) Stats() LinkStats { return l.stats }
 
 func (l *Link) drain() {
 	now := l.sim.now
-	for l.head < len(l.departures) && l.departures[l.head].at <= now {
-		l.queued -= l.departures[l.head].size
-		l.head++
-	}
-	// Compact only when most of the slice is spent, so a deep queue costs
-	// amortised O(1) per packet rather than a copy per Send.
-	if l.head > 64 && l.head*2 > len(l.departures) {
-		n := copy(l.departures, l.departures[l.head:])
-		l.departures = l.departures[:n]
-		l.head = 0
+	for l.departures.Len() > 0 && l.departures.Front().at <= now {
+		d, _ := l.departures.Pop()
+		l.queued -= d.size
 	}
 }
 
@@ -155,7 +148,7 @@ func (l *Link) Send(p Packet) bool {
 		done = start.Add(time.Duration(float64(p.Size) * 8 / l.cfg.Rate * 1e9))
 	}
 	l.busyUntil = done
-	l.departures = append(l.departures, departure{at: done, size: p.Size})
+	l.departures.Push(departure{at: done, size: p.Size})
 	l.queued += p.Size
 	if l.queued > l.stats.MaxQueueBytes {
 		l.stats.MaxQueueBytes = l.queued

@@ -11,6 +11,7 @@ import (
 	"github.com/mptun/mptun/internal/codel"
 	"github.com/mptun/mptun/internal/lossmodel"
 	"github.com/mptun/mptun/internal/mono"
+	"github.com/mptun/mptun/internal/ring"
 )
 
 // MaxFrame is the largest frame the emulator carries (offloads are off, so
@@ -71,8 +72,7 @@ type Pipe struct {
 	start mono.Time
 	rng   *rand.Rand
 
-	queue      []*Frame // FIFO ring: queue[qHead:] in order, compacted lazily
-	qHead      int
+	queue      ring.Ring[*Frame] // the bottleneck's FIFO, head in service
 	queueBytes int
 	busy       bool // head of queue is being serialized (rate mode)
 
@@ -116,7 +116,7 @@ func (p *Pipe) SetConfig(cfg Config, now mono.Time) {
 	}
 	if cfg.Trace == nil && oldTrace != nil && p.busy {
 		// From a trace to a rate: the head's remaining bytes go at the rate.
-		f := p.queue[p.qHead]
+		f := *p.queue.Front()
 		f.txEnd = now.Add(serialization(f.remaining, cfg.Rate))
 	}
 }
@@ -145,7 +145,7 @@ func (p *Pipe) emit(now mono.Time, kind byte, size int, d time.Duration) {
 // QueueBytes is the backlog, including the frame in service.
 func (p *Pipe) QueueBytes() int { return p.queueBytes }
 
-func (p *Pipe) queueLen() int { return len(p.queue) - p.qHead }
+func (p *Pipe) queueLen() int { return p.queue.Len() }
 
 // Enqueue offers a frame that arrived at now. The pipe owns f afterwards.
 func (p *Pipe) Enqueue(now mono.Time, f *Frame) {
@@ -181,10 +181,7 @@ func (p *Pipe) Enqueue(now mono.Time, f *Frame) {
 	if p.queueBytes > p.Stats.MaxQueueBytes {
 		p.Stats.MaxQueueBytes = p.queueBytes
 	}
-	if p.qHead > 0 && p.qHead == len(p.queue) {
-		p.queue, p.qHead = p.queue[:0], 0
-	}
-	p.queue = append(p.queue, f)
+	p.queue.Push(f)
 	if p.queueLen() == 1 {
 		p.startService(now)
 	}
@@ -204,7 +201,7 @@ func (p *Pipe) startService(t mono.Time) {
 		p.busy = false
 		return
 	}
-	f := p.queue[p.qHead]
+	f := *p.queue.Front()
 	t = max(t, f.arrive)
 	if so := t.Sub(f.arrive); so > p.Stats.MaxSojourn {
 		p.Stats.MaxSojourn = so
@@ -231,7 +228,7 @@ func (v *codelView) Next(now mono.Time) (time.Duration, int, bool) {
 	if p.queueLen() == 0 {
 		return 0, 0, false
 	}
-	f := p.queue[p.qHead]
+	f := *p.queue.Front()
 	return max(now.Sub(f.arrive), 0), p.queueBytes - len(f.Buf), true
 }
 
@@ -245,9 +242,7 @@ func (v *codelView) Signal() bool {
 }
 
 func (p *Pipe) popHead() *Frame {
-	f := p.queue[p.qHead]
-	p.queue[p.qHead] = nil
-	p.qHead++
+	f, _ := p.queue.Pop()
 	p.queueBytes -= len(f.Buf)
 	return f
 }
@@ -277,7 +272,7 @@ func (p *Pipe) Advance(now mono.Time) {
 				p.credit = p.traceCapacity()
 			}
 			for p.queueLen() > 0 && p.credit > 0 {
-				f := p.queue[p.qHead]
+				f := *p.queue.Front()
 				if f.remaining > p.credit {
 					f.remaining -= p.credit
 					p.credit = 0
@@ -301,7 +296,7 @@ func (p *Pipe) Advance(now mono.Time) {
 			}
 			continue
 		}
-		f := p.queue[p.qHead]
+		f := *p.queue.Front()
 		if f.txEnd > now {
 			return
 		}
@@ -412,7 +407,7 @@ func (p *Pipe) NextDeadline() mono.Time {
 		if p.cfg.Trace != nil {
 			d = p.oppTime(p.oppIdx)
 		} else {
-			d = p.queue[p.qHead].txEnd
+			d = (*p.queue.Front()).txEnd
 		}
 	}
 	if len(p.line) > 0 && p.line[0].deliverAt < d {
