@@ -33,6 +33,9 @@ func (d *Daemon) Status(ctx context.Context) (control.Status, error) {
 			}
 		}
 		st.ResetsSent = es.ResetsSent
+		// The engine decapsulates ECN (RFC 6040); the counters stay under
+		// "datapath" in the API, where they always were.
+		st.Datapath.DroppedECN, st.Datapath.MarkedCE = es.InnerECNDropped, es.InnerCEMarked
 		for _, c := range ep.Conns() {
 			cs := c.Stats()
 			out := control.ConnStatus{State: cs.State.String(), LocalCI: cs.LocalCI, PeerCI: cs.PeerCI,
@@ -60,11 +63,12 @@ func (d *Daemon) Status(ctx context.Context) (control.Status, error) {
 	})
 	s := &d.dp.Stats
 	p50, p99, mx := d.dp.TimerLateness()
+	droppedECN, markedCE := st.Datapath.DroppedECN, st.Datapath.MarkedCE
 	st.Datapath = control.DPStatus{
 		TUNRead: s.TUNRead.Load(), TUNWritten: s.TUNWritten.Load(), UDPRead: s.UDPRead.Load(),
 		UDPWritten: s.UDPWritten.Load(), UDPReadBatches: s.UDPReadBatches.Load(), UDPSendCalls: s.UDPSendCalls.Load(),
 		DroppedTooBig: s.DroppedTooBig.Load(), DroppedNoRoute: s.DroppedNoRoute.Load(),
-		DroppedQueueFull: s.DroppedQueueFull.Load(), DroppedECN: s.DroppedECN.Load(), MarkedCE: s.MarkedCE.Load(),
+		DroppedQueueFull: s.DroppedQueueFull.Load(), DroppedECN: droppedECN, MarkedCE: markedCE,
 		SendErrors:     s.SendErrors.Load(),
 		TimerLateP50us: float64(p50) / 1e3, TimerLateP99us: float64(p99) / 1e3, TimerLateMaxus: float64(mx) / 1e3,
 	}

@@ -101,7 +101,9 @@ type Config struct {
 	IdleTimeout time.Duration
 	// MaxConns limits the connections a server accepts (default defaults.MaxConns).
 	MaxConns int
-	// ECN marks data packets ECT(0) in Transmit.ECN.
+	// ECN sets Transmit.ECN: a data packet's outer header carries its
+	// inner packet's ECN field, the engine's own packets ECT(0); inner
+	// packets arriving under CE are marked or dropped (RFC 6040, ecn.go).
 	ECN bool
 	// InitialMPSeq, when non-zero, fixes the first MP_SEQ (tests).
 	InitialMPSeq uint64
@@ -187,7 +189,10 @@ type EndpointStats struct {
 	Dropped                   [numDropReasons]uint64 // indexed by DropReason
 	ResetsSent                uint64
 	EventsLost                uint64
-	Conns                     int
+	// Inner packets that arrived under an outer CE mark (RFC 6040):
+	// marked CE, or dropped because they were Not-ECT.
+	InnerCEMarked, InnerECNDropped uint64
+	Conns                          int
 }
 
 // Endpoint is one side of MP-DCCP: a client with one connection or a
@@ -658,6 +663,11 @@ func (e *Endpoint) PollDeliver(now mono.Time, buf []byte) (int, *Conn, bool) {
 		it, ok := c.reo.Pop(now)
 		if !ok {
 			c.mayDeliver = false
+			continue
+		}
+		if len(it.Buf) == 0 { // its MP_SEQ, without the packet RFC 6040 dropped
+			e.pool.put(it.Buf)
+			i--
 			continue
 		}
 		e.dlRR = (e.dlRR + i) % n
