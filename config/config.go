@@ -63,6 +63,10 @@ type Connection struct {
 	Retransmit     bool // loss repair: resend a lost data packet once
 	AQMTarget      time.Duration
 	RateLimit      uint64 // bits per second, 0 = none
+	ECN            bool   // RFC 6040 outer ECN and the controllers' ECN response
+	HyStart        bool   // HyStart++ in CCID2's slow start
+	ABE            bool   // ABE (RFC 8511) in CCID2's ECN response
+	InitialWindow  int    // packets; 0 = each controller's own
 	Classes        []Class
 }
 

@@ -90,6 +90,10 @@ type rawConfig struct {
 		Retransmit     *bool      `toml:"retransmit"`
 		AQMTarget      *string    `toml:"aqm_target"`
 		RateLimit      *string    `toml:"rate_limit"`
+		ECN            *bool      `toml:"ecn"`
+		HyStart        *bool      `toml:"hystart"`
+		ABE            *bool      `toml:"abe"`
+		InitialWindow  *int64     `toml:"initial_window"`
 		Class          []rawClass `toml:"class"`
 	} `toml:"connection"`
 	Listen  []rawListen `toml:"listen"`
@@ -389,6 +393,10 @@ func (c *checker) connection(raw *rawConfig, conn *Connection) {
 	conn.AQM = deref(rc.AQM, defaults.AQM)
 	conn.Retransmit = deref(rc.Retransmit, defaults.Retransmit)
 	conn.AQMTarget = c.duration(top("connection.aqm_target"), rc.AQMTarget, defaults.AQMTarget, 100*time.Microsecond, 10*time.Second)
+	conn.ECN = deref(rc.ECN, defaults.ECN)
+	conn.HyStart = deref(rc.HyStart, defaults.HyStart)
+	conn.ABE = deref(rc.ABE, defaults.ABE)
+	conn.InitialWindow = int(c.intIn(top("connection.initial_window"), rc.InitialWindow, defaults.InitialWindow, 0, 1000))
 	if rc.RateLimit != nil {
 		r, err := ParseRate(*rc.RateLimit)
 		if err != nil {

@@ -31,9 +31,17 @@ const (
 	// target (one inner CUBIC flow needs some buffer after each cut).
 	AQM       = true
 	AQMTarget = 20 * time.Millisecond
-	// ECN marks outer data packets ECT(0) and carries the inner ECN
-	// field (RFC 6040).
+	// ECN: outer headers carry the inner packets' ECN field (RFC 6040)
+	// and the controllers respond to CE marks.
 	ECN = true
+	// HyStart turns on HyStart++ (RFC 9406) in CCID2's slow start.
+	HyStart = false
+	// ABE turns on Alternative Backoff with ECN (RFC 8511) in CCID2: a
+	// CE mark cuts the window to 0.8 instead of 0.5.
+	ABE = false
+	// InitialWindow is a controller's first window in packets; 0 keeps
+	// each controller's own (CCID2: RFC 4341's, BBR: 10).
+	InitialWindow = 0
 )
 
 // Liveness.

@@ -164,7 +164,7 @@ func connSettings(b *strings.Builder, t TunnelConf) {
 	for _, kv := range [...]struct {
 		key string
 		val *bool
-	}{{"aqm", t.AQM}, {"retransmit", t.Retransmit}} {
+	}{{"aqm", t.AQM}, {"retransmit", t.Retransmit}, {"hystart", t.HyStart}, {"abe", t.ABE}, {"ecn", t.ECN}} {
 		if kv.val != nil {
 			fmt.Fprintf(b, "%s = %v\n", kv.key, *kv.val)
 		}
