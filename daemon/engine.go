@@ -84,4 +84,3 @@ func portRanges(rs []config.PortRange) []scheduler.PortRange {
 	}
 	return out
 }
-
