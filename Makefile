@@ -6,7 +6,7 @@ FUZZTIME  ?= 20s
 SCENARIO  ?= configs/lab/demo.toml
 PKGS      := ./...
 
-.PHONY: all build deps test test-short vet demo bench fuzz install clean help
+.PHONY: all build deps test test-short vet demo bench fuzz install clean help deb
 
 all: build
 
@@ -16,6 +16,7 @@ help:
 	@echo "make demo       run the demo scenario on the built-in lab (root)"
 	@echo "make bench      Go benchmarks of the protocol core and data path"
 	@echo "make fuzz       run every fuzz target for FUZZTIME each (default $(FUZZTIME))"
+	@echo "make deb        Debian packages mptun and mptun-lab for $(DEB_ARCHES) in dist/ (VERSION=... to set one)"
 
 build:
 	@mkdir -p $(BIN)
@@ -51,10 +52,18 @@ fuzz:
 		done; \
 	done
 
+# Debian packages built with nfpm (pinned in packaging/tools/go.mod);
+# scripts/deb.sh prints their sizes. VERSION defaults to the git tag or
+# 0.0~gitTIMESTAMP.SHA.
+DEB_ARCHES ?= amd64 arm64
+
+deb:
+	scripts/deb.sh $(DEB_ARCHES)
+
 install: build
 	install -m 0755 $(BIN)/mptund $(BIN)/mptun $(BIN)/mptun-lab /usr/local/bin/
 	install -d /etc/mptun
 	install -m 0644 systemd/mptund@.service /etc/systemd/system/
 
 clean:
-	rm -rf $(BIN) lab-out
+	rm -rf $(BIN) lab-out dist
