@@ -30,8 +30,12 @@ deps:
 
 # Packages run one at a time (-p 1): the namespace tests measure throughput
 # and must not share the two cores with another package's simulations.
+# Tests' artifacts (e.g. the status page's screenshot) are kept in
+# $(ARTIFACTS)/_artifacts/; each test logs where its own went.
+ARTIFACTS ?= out/test
 test: build vet
-	$(GO) test -p 1 -count=1 -timeout 30m $(PKGS)
+	@mkdir -p $(ARTIFACTS)
+	$(GO) test -p 1 -count=1 -timeout 30m -artifacts -outputdir=$(abspath $(ARTIFACTS)) $(PKGS)
 
 test-short:
 	$(GO) test -short -count=1 $(PKGS)

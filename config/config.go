@@ -27,6 +27,7 @@ type Config struct {
 	Offload    Offload
 	Control    Control
 	Metrics    Metrics
+	Web        Web
 	Log        Log
 	Capture    Capture
 }

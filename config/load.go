@@ -109,6 +109,7 @@ type rawConfig struct {
 	Metrics struct {
 		Listen string `toml:"listen"`
 	} `toml:"metrics"`
+	Web rawWeb `toml:"web"`
 	Log struct {
 		Level  *string `toml:"level"`
 		Format *string `toml:"format"`
@@ -309,6 +310,7 @@ func (c *checker) convert(raw *rawConfig, path string) *Config {
 		}
 		cfg.Metrics.Listen = l
 	}
+	c.web(raw, cfg)
 
 	cfg.Log.Level = deref(raw.Log.Level, "info")
 	c.oneOf(top("log.level"), cfg.Log.Level, "debug", "info", "warn", "error")

@@ -28,6 +28,7 @@ import (
 	"github.com/mptun/mptun/netio"
 	"github.com/mptun/mptun/reorder"
 	"github.com/mptun/mptun/scheduler"
+	"github.com/mptun/mptun/statuspage"
 	"github.com/mptun/mptun/tun"
 )
 
@@ -53,6 +54,7 @@ type Daemon struct {
 	ctl        *control.Server
 	capFile    *capture.File
 	metricsSrv *metrics.HTTPServer
+	webSrv     *statuspage.Server
 
 	mu       sync.Mutex // guards reloadable settings
 	pathName map[int]string
@@ -218,6 +220,9 @@ func (d *Daemon) Run(ctx context.Context, ready func()) error {
 	if err := d.startMetrics(); err != nil {
 		return err
 	}
+	if err := d.startWeb(); err != nil {
+		return err
+	}
 	name, _ := d.dev.Name()
 	d.log.Info("mptund running", "role", d.cfg.Connection.Role, "tun", name, "inner_mtu", d.innerMTU,
 		"sockets", len(d.sockets), "ccid", d.cfg.Connection.CCID, "scheduler", d.cfg.Connection.Scheduler,
@@ -238,6 +243,9 @@ func (d *Daemon) close() {
 	}
 	if d.metricsSrv != nil {
 		d.metricsSrv.Close()
+	}
+	if d.webSrv != nil {
+		d.webSrv.Close()
 	}
 	for _, s := range d.sockets {
 		s.Close()
