@@ -146,6 +146,10 @@ type rawPath struct {
 	Weight *int64  `toml:"weight"`
 	CCID   string  `toml:"ccid"`
 	MTU    *int64  `toml:"mtu"`
+
+	Routing *string `toml:"routing"`
+	Table   *int64  `toml:"table"`
+	Gateway string  `toml:"gateway"`
 }
 
 type checker struct {
@@ -540,8 +544,10 @@ func (c *checker) paths(raw *rawConfig, cfg *Config) {
 			minMTU = 1280
 		}
 		p.MTU = int(c.intIn(f("mtu"), rp.MTU, DefaultPathMTU, minMTU, 65535))
+		c.pathRouting(f, i, &rp, &p)
 		cfg.Paths = append(cfg.Paths, p)
 	}
+	c.routingTables(cfg)
 	switch cfg.Connection.Role {
 	case RoleClient:
 		if len(cfg.Paths) == 0 {

@@ -26,6 +26,7 @@ import (
 	"github.com/mptun/mptun/mpdccp"
 	"github.com/mptun/mptun/mpdccp/wire/pcapdccp"
 	"github.com/mptun/mptun/netio"
+	"github.com/mptun/mptun/policyroute"
 	"github.com/mptun/mptun/reorder"
 	"github.com/mptun/mptun/scheduler"
 	"github.com/mptun/mptun/statuspage"
@@ -55,6 +56,7 @@ type Daemon struct {
 	capFile    *capture.File
 	metricsSrv *metrics.HTTPServer
 	webSrv     *statuspage.Server
+	routes     *policyroute.Manager
 
 	mu       sync.Mutex // guards reloadable settings
 	pathName map[int]string
@@ -189,6 +191,9 @@ func (d *Daemon) openSockets() (int, error) {
 // ctx is cancelled; then it closes connections gracefully.
 func (d *Daemon) Run(ctx context.Context, ready func()) error {
 	defer d.close()
+	if err := d.startRouting(); err != nil {
+		return err
+	}
 	if d.cfg.Connection.Role == config.RoleClient {
 		var paths []mpdccp.PathConfig
 		for i, p := range d.cfg.Paths {
@@ -246,6 +251,11 @@ func (d *Daemon) close() {
 	}
 	if d.webSrv != nil {
 		d.webSrv.Close()
+	}
+	if d.routes != nil {
+		if err := d.routes.Close(); err != nil {
+			d.log.Warn("policy routing: cleanup", "err", err)
+		}
 	}
 	for _, s := range d.sockets {
 		s.Close()
