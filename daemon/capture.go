@@ -6,18 +6,23 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
+	"net/netip"
 	"path/filepath"
 	"time"
 
+	"github.com/mptun/mptun/capture"
+	"github.com/mptun/mptun/datapath"
 	"github.com/mptun/mptun/mpdccp/wire/pcapdccp"
 )
 
 // CaptureRequest is the "capture" method's parameters: write the tunnel's
-// datagrams to File (pcap, IP protocol 33) for Seconds.
+// datagrams as they crossed the wire (IP + UDP + DCCP) to File for Seconds,
+// and, if DCCPFile is set, the same datagrams in IP protocol 33 form (the
+// UDP header removed) to DCCPFile. Neither form changes a DCCP byte.
 type CaptureRequest struct {
-	File    string  `json:"file"`
-	Seconds float64 `json:"seconds"`
+	File     string  `json:"file"`
+	Seconds  float64 `json:"seconds"`
+	DCCPFile string  `json:"dccp_file,omitempty"`
 }
 
 const maxCapture = time.Hour
@@ -32,26 +37,55 @@ func (d *Daemon) handleCapture(raw json.RawMessage) (any, error) {
 	if req.File == "" || !filepath.IsAbs(req.File) {
 		return nil, errors.New("capture: file must be an absolute path")
 	}
+	if req.DCCPFile != "" && (!filepath.IsAbs(req.DCCPFile) || req.DCCPFile == req.File) {
+		return nil, errors.New("capture: dccp_file must be another absolute path")
+	}
 	dur := time.Duration(req.Seconds * float64(time.Second))
 	if dur <= 0 || dur > maxCapture {
 		return nil, fmt.Errorf("capture: seconds must be in (0, %v]", maxCapture.Seconds())
 	}
-	f, err := os.OpenFile(req.File, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o640)
+	var files tee
+	if d.capFile != nil {
+		files = append(files, d.capFile) // the configured capture goes on
+	}
+	wire, err := capture.Create(req.File, pcapdccp.FormUDP, 0)
 	if err != nil {
 		return nil, fmt.Errorf("capture: %w", err)
 	}
-	w, err := pcapdccp.NewWriter(f)
-	if err != nil {
-		f.Close()
-		return nil, fmt.Errorf("capture: %w", err)
+	files = append(files, wire)
+	if req.DCCPFile != "" {
+		native, err := capture.Create(req.DCCPFile, pcapdccp.FormDCCP, 0)
+		if err != nil {
+			wire.Close()
+			return nil, fmt.Errorf("capture: %w", err)
+		}
+		files = append(files, native)
 	}
-	lc := &lockedCapture{w: w}
-	d.dp.SetCapture(lc)
+	d.dp.SetCapture(files)
 	time.AfterFunc(dur, func() {
-		d.dp.SetCapture(nil)
-		lc.mu.Lock()
-		f.Close()
-		lc.mu.Unlock()
+		var keep datapath.Capture
+		if d.capFile != nil {
+			keep = d.capFile
+		}
+		d.dp.SetCapture(keep)
+		for _, f := range files {
+			if f != d.capFile {
+				f.Close()
+			}
+		}
 	})
 	return req, nil
+}
+
+// tee writes each datagram to several captures (each one locks itself).
+type tee []*capture.File
+
+func (t tee) WritePacket(at time.Time, src, dst netip.AddrPort, dg []byte) error {
+	var first error
+	for _, f := range t {
+		if err := f.WritePacket(at, src, dst, dg); err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
 }

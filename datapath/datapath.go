@@ -24,6 +24,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/mptun/mptun/internal/inetsum"
 	"github.com/mptun/mptun/internal/mono"
 	"github.com/mptun/mptun/internal/ptimer"
 	"github.com/mptun/mptun/mpdccp"
@@ -51,9 +52,10 @@ type Socket interface {
 	Close() error
 }
 
-// Capture records tunnel datagrams for debugging (a pcap writer).
+// Capture records tunnel datagrams for debugging (a pcap writer): the UDP
+// payload as sent or received, between the outer addresses and ports.
 type Capture interface {
-	WritePacket(t time.Time, src, dst netip.Addr, dccp []byte) error
+	WritePacket(t time.Time, src, dst netip.AddrPort, dg []byte) error
 }
 
 // Config is what a Datapath runs.
@@ -476,7 +478,7 @@ func (d *Datapath) handleUDP(now mono.Time, b *udpBatch) {
 			continue
 		}
 		if cb := d.capture.Load(); cb != nil {
-			cb.c.WritePacket(time.Now(), m.Addr.Addr(), local.Addr(), dg)
+			cb.c.WritePacket(time.Now(), m.Addr, local, dg)
 		}
 		d.ep.HandleDatagram(now, b.sock, m.Addr, local.Addr(), dg, ecn)
 	}
@@ -503,7 +505,7 @@ func (d *Datapath) decapCE(dg []byte) bool {
 		if dg[5]&0xf == 0 { // CsCov 0: the DCCP checksum covers the payload
 			sum := binary.BigEndian.Uint16(dg[6:8])
 			for _, c := range changes[:n] {
-				sum = checksumPatch(sum, c.old, c.new)
+				sum = inetsum.Update(sum, c.old, c.new)
 			}
 			binary.BigEndian.PutUint16(dg[6:8], sum)
 		}
@@ -551,7 +553,11 @@ func (d *Datapath) flush(now mono.Time) {
 			}
 		}
 		if cb := d.capture.Load(); cb != nil {
-			cb.c.WritePacket(time.Now(), d.cfg.Sockets[tx.Local].LocalAddr().Addr(), tx.Remote.Addr(), dg)
+			src := d.cfg.Sockets[tx.Local].LocalAddr()
+			if tx.Src.IsValid() && !tx.Src.IsUnspecified() {
+				src = netip.AddrPortFrom(tx.Src, src.Port())
+			}
+			cb.c.WritePacket(time.Now(), src, tx.Remote, dg)
 		}
 		slot := &d.txMsgs[tx.Local][d.txN[tx.Local]]
 		// Swap buffers: the polled datagram becomes the slot's buffer.

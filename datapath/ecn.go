@@ -2,7 +2,11 @@
 
 package datapath
 
-import "encoding/binary"
+import (
+	"encoding/binary"
+
+	"github.com/mptun/mptun/internal/inetsum"
+)
 
 // ECN codepoints (RFC 3168).
 const (
@@ -69,7 +73,7 @@ func setCE(pkt []byte) (changes [2]wordChange, n int) {
 		oldSum := binary.BigEndian.Uint16(pkt[10:12])
 		pkt[1] |= ce
 		new0 := binary.BigEndian.Uint16(pkt[0:2])
-		newSum := checksumPatch(oldSum, old0, new0)
+		newSum := inetsum.Update(oldSum, old0, new0)
 		binary.BigEndian.PutUint16(pkt[10:12], newSum)
 		return [2]wordChange{{0, old0, new0}, {10, oldSum, newSum}}, 2
 	case 6:
@@ -83,13 +87,4 @@ func setCE(pkt []byte) (changes [2]wordChange, n int) {
 type wordChange struct {
 	off      int
 	old, new uint16
-}
-
-// checksumPatch updates an Internet checksum for one 16-bit word changing
-// from old to new (RFC 1624, eqn. 3).
-func checksumPatch(sum, old, new uint16) uint16 {
-	s := uint32(^sum) + uint32(^old) + uint32(new)
-	s = (s & 0xffff) + (s >> 16)
-	s = (s & 0xffff) + (s >> 16)
-	return ^uint16(s)
 }

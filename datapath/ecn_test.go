@@ -6,6 +6,8 @@ import (
 	"encoding/binary"
 	"net/netip"
 	"testing"
+
+	"github.com/mptun/mptun/internal/inetsum"
 )
 
 func ipv4Packet(tos uint8, df bool, payload int) []byte {
@@ -63,7 +65,7 @@ func TestSetCEKeepsIPv4ChecksumValid(t *testing.T) {
 	q := ipv4Packet(0xb8|ect0, false, 10)
 	before := ^inetSum(q, 0)
 	for _, c := range ch[:n] {
-		before = checksumPatch(before, c.old, c.new)
+		before = inetsum.Update(before, c.old, c.new)
 	}
 	if want := ^inetSum(p, 0); before != want {
 		t.Errorf("patched sum %#x, recomputed %#x", before, want)
@@ -123,3 +125,6 @@ func TestTooBig(t *testing.T) {
 		t.Error("bad ICMPv6 checksum")
 	}
 }
+
+// inetSum is the folded ones'-complement sum of b from initial.
+func inetSum(b []byte, initial uint32) uint16 { return inetsum.Fold(inetsum.Sum(uint64(initial), b)) }

@@ -2,6 +2,8 @@
 
 package aqm
 
+import "github.com/mptun/mptun/internal/inetsum"
+
 // ECN codepoints (RFC 3168).
 const (
 	NotECT uint8 = 0
@@ -49,13 +51,7 @@ func MarkCE(pkt []byte) bool {
 		old := uint16(pkt[0])<<8 | uint16(pkt[1])
 		pkt[1] |= CE
 		updated := uint16(pkt[0])<<8 | uint16(pkt[1])
-		// HC' = ~(~HC + ~m + m') in one's complement arithmetic.
-		sum := uint32(^(uint16(pkt[10])<<8 | uint16(pkt[11])))
-		sum += uint32(^old) + uint32(updated)
-		for sum>>16 != 0 {
-			sum = sum&0xffff + sum>>16
-		}
-		hc := ^uint16(sum)
+		hc := inetsum.Update(uint16(pkt[10])<<8|uint16(pkt[11]), old, updated)
 		pkt[10], pkt[11] = byte(hc>>8), byte(hc)
 	case 6:
 		pkt[1] |= CE << 4
