@@ -574,15 +574,13 @@ func (e *Endpoint) rebind(now mono.Time, from netip.AddrPort, p *wire.Packet, re
 	for _, sf := range e.byPorts[portKey{p.DstPort, p.SrcPort}] {
 		// Only a packet newer than anything received may move a subflow: a
 		// replayed packet from another address must not hijack it.
-		if sf.state < sfPartOpen || sf.state >= sfClosed || !sf.seqValid(p) || !seqLess(sf.gsr, p.Seq) {
+		if sf.state < sfPartOpen || sf.state >= sfClosed || !sf.seqValid(p) || !seqLess(sf.gsr, p.Seq) ||
+			!sf.rebindChecksumOK(from, p, residual) {
 			continue
 		}
 		e.unindex(sf)
 		old := sf.remote
 		sf.remote = from
-		if residual != wire.ResidualGood {
-			sf.natResidual = residual // a NAT's new public address
-		}
 		e.index(sf)
 		e.emit(Event{Kind: EventPathRebind, Conn: sf.conn, Path: sf.id, Remote: from, Reason: "from " + old.String()})
 		return sf

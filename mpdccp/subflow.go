@@ -73,17 +73,19 @@ type subflow struct {
 	remote     netip.AddrPort
 	// natResidual is the DCCP checksum residual a NAT on the path leaves
 	// (see checksum.go); 0 until learnt. newResidual is a candidate seen
-	// newResidualN times in a row.
-	natResidual  uint16
-	newResidual  uint16
-	newResidualN int
-	localPort    uint16 // DCCP ports
-	remotePort   uint16
-	state        sfState
-	join         bool
-	prio         uint8
-	weight       int
-	cc           ccid.Controller
+	// newResidualN times in a row, last at newResidualSeq.
+	natResidual     uint16
+	newResidual     uint16
+	newResidualN    int
+	newResidualSeq  uint64
+	newResidualFrom netip.AddrPort
+	localPort       uint16 // DCCP ports
+	remotePort      uint16
+	state           sfState
+	join            bool
+	prio            uint8
+	weight          int
+	cc              ccid.Controller
 
 	// Sequence numbers (RFC 4340 §7).
 	iss, isr, gss, gsr, gar uint64
@@ -430,12 +432,19 @@ func (c *Conn) build(now mono.Time, sf *subflow, buf []byte, ps *pktSpec) (Trans
 	}
 	room := func(n int) bool { return b.Len()+n+3+len(ps.payload) <= len(buf) }
 	isData := ps.typ == wire.TypeData || ps.typ == wire.TypeDataAck
+	seqEnd := -1
 	if ps.hasMPSeq {
 		// MP_SEQ first: it is mandatory on data, everything else is optional.
 		if b.MP(&wire.MPOption{Type: wire.MPSeq, Seq: ps.mpSeq}) != nil {
 			sf.gss = seqAdd(sf.gss, -1)
 			return Transmit{}, false
 		}
+		seqEnd = b.Len()
+	}
+	// Connection-level control options ride on open subflows, right after
+	// the MP_SEQ (see putControl).
+	if sf.state == sfOpen && ps.typ != wire.TypeReset && ps.typ != wire.TypeData {
+		c.putControl(now, sf, b, room, ps.mpSeq, seqEnd)
 	}
 	if isData && sf.ndpRun > 0 && room(8) {
 		// Lets the receiver tell lost data from unseen Acks (RFC 4340 §7.7).
@@ -490,10 +499,6 @@ func (c *Conn) build(now mono.Time, sf *subflow, buf []byte, ps *pktSpec) (Trans
 				_ = b.ElapsedTime(uint32(min(el/(10*time.Microsecond), 0xffffffff)))
 			}
 		}
-	}
-	// Connection-level control options ride on open subflows.
-	if sf.state == sfOpen && ps.typ != wire.TypeReset && ps.typ != wire.TypeData {
-		c.putControl(now, sf, b, room, ps.hasMPSeq)
 	}
 	switch {
 	case ps.typ == wire.TypeClose && sf.closeMP:
