@@ -98,7 +98,7 @@ func session(t *testing.T) []sent {
 		func(b *wire.Builder) error { return b.Timestamp(12345) })
 
 	// Data with MP_SEQ, wrapping around 2^48, and acks with Ack Vectors.
-	payload := bytes.Repeat([]byte{0x45}, 100)
+	payload := innerIPv4(100)
 	for i := range 3 {
 		s = add(cli4, srv4, wire.Header{SrcPort: cp, DstPort: sp, CCVal: uint8(i), Type: wire.TypeData, Seq: wire.MaxSeq - 1 + uint64(i)&wire.MaxSeq}, payload,
 			mp(wire.MPOption{Type: wire.MPSeq, Seq: wire.SeqAdd(wire.MaxSeq, int64(i))}))
@@ -396,4 +396,15 @@ func TestTshark(t *testing.T) {
 	if st[len(st)-1] != "0" {
 		t.Errorf("corrupted packet: checksum status %q, want 0 (bad)", st[len(st)-1])
 	}
+}
+
+// innerIPv4 is a tunnelled packet: an IPv4 header (protocol 253, for
+// experiments) and zeros, n bytes in all.
+func innerIPv4(n int) []byte {
+	p := make([]byte, n)
+	p[0], p[8], p[9] = 0x45, 64, 253
+	binary.BigEndian.PutUint16(p[2:], uint16(n))
+	copy(p[12:], []byte{10, 99, 0, 1, 10, 99, 0, 2})
+	binary.BigEndian.PutUint16(p[10:], wire.InternetChecksum(p[:20]))
+	return p
 }
