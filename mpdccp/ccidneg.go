@@ -37,14 +37,11 @@ const ccidRFC4341 = 2
 const maxCCIDList = 5
 
 // ccidTable maps each CCID number to the registered controllers that
-// negotiate it, in name order, the engine's own fallback last.
+// negotiate it, in name order ("ccid2" comes before any test or fallback
+// controller that also says 2).
 var ccidTable = sync.OnceValue(func() map[uint8][]string {
 	m := make(map[uint8][]string)
-	names := ccid.Names() // sorted
-	if i := slices.Index(names, fallbackCCID); i >= 0 {
-		names = append(slices.Delete(names, i, i+1), fallbackCCID)
-	}
-	for _, name := range names {
+	for _, name := range ccid.Names() { // sorted
 		if c, err := ccid.New(name, ccid.Config{}); err == nil {
 			m[c.CCID()] = append(m[c.CCID()], name)
 		}
