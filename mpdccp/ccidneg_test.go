@@ -294,3 +294,28 @@ func TestReconcileSP(t *testing.T) {
 		t.Error("a controller for CCID 3 (TFRC), which mptun does not have")
 	}
 }
+
+// TestNoMPCapableCloses: a server that answers without confirming
+// MP_CAPABLE (plain DCCP) makes the client close with an option error;
+// mptun does not carry plain DCCP (RFC 9897's fallback allows closing).
+func TestNoMPCapableCloses(t *testing.T) {
+	cli := negEndpoint(t, Client, "ccid2")
+	c, err := cli.Dial(0, []PathConfig{{Remote: negSrv, LocalAddr: negCli}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, _, _ := feats(t, poll(t, cli, 0))
+	resp := build(t, negSrv, negCli, wire.Header{SrcPort: req.DstPort, DstPort: req.SrcPort, Type: wire.TypeResponse,
+		Seq: 5000, Ack: req.Seq, ServiceCode: req.ServiceCode}, func(b *wire.Builder) {
+		b.Feature(wire.OptConfirmR, wire.FeatCCID, 2, 2)
+		b.Feature(wire.OptConfirmL, wire.FeatMultipath) // empty: no version in common
+	})
+	cli.HandleDatagram(1e6, 0, negSrv, negCli.Addr(), resp, 0)
+	rst, _, _ := feats(t, poll(t, cli, 2e6))
+	if rst.Type != wire.TypeReset || rst.ResetCode != wire.ResetOptionError {
+		t.Fatalf("client sent %v code %v, want Reset option-error", rst.Type, rst.ResetCode)
+	}
+	if c.State() != Closed {
+		t.Fatalf("connection %v, want closed", c.State())
+	}
+}
