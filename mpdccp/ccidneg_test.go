@@ -319,3 +319,58 @@ func TestNoMPCapableCloses(t *testing.T) {
 		t.Fatalf("connection %v, want closed", c.State())
 	}
 }
+
+// FuzzCCIDNegotiation: whatever a server puts in its Confirm R(CCID) and
+// Change L(CCID), the client either refuses (Reset, option error) or runs a
+// controller for a CCID it offered or the default 2, and confirms the
+// server's CCID with a value it can receive (or 2).
+func FuzzCCIDNegotiation(f *testing.F) {
+	f.Add([]byte{2, 2}, []byte{2}, uint8(0))
+	f.Add([]byte{248, 248, 2}, []byte{248, 2}, uint8(0))
+	f.Add([]byte{}, []byte{3, 4}, uint8(1))
+	f.Add([]byte{249}, []byte{}, uint8(2))
+	f.Fuzz(func(t *testing.T, confirm, change []byte, which uint8) {
+		if len(confirm) > 6 || len(change) > 6 {
+			return
+		}
+		cc := []string{"bbr", "ccid2", "none"}[which%3]
+		cli := negEndpoint(t, Client, cc)
+		c, err := cli.Dial(0, []PathConfig{{Remote: negSrv, LocalAddr: negCli}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		req, f0, _ := feats(t, poll(t, cli, 0))
+		offered := f0[[2]uint8{wire.OptChangeL, wire.FeatCCID}]
+		resp := build(t, negSrv, negCli, wire.Header{SrcPort: req.DstPort, DstPort: req.SrcPort, Type: wire.TypeResponse,
+			Seq: 5000, Ack: req.Seq, ServiceCode: req.ServiceCode}, func(b *wire.Builder) {
+			b.Feature(wire.OptConfirmR, wire.FeatCCID, confirm...)
+			if len(change) > 0 {
+				b.Feature(wire.OptChangeL, wire.FeatCCID, change...)
+			}
+			b.Feature(wire.OptConfirmL, wire.FeatMultipath, 0, 0)
+			b.MP(&wire.MPOption{Type: wire.MPKey, Token: 9, Keys: append([]byte{wire.KeyTypePlain}, 1, 2, 3, 4, 5, 6, 7, 8)})
+		})
+		cli.HandleDatagram(1e6, 0, negSrv, negCli.Addr(), resp, 0)
+		out, fs, _ := feats(t, poll(t, cli, 2e6))
+		if out.Type == wire.TypeReset {
+			if out.ResetCode != wire.ResetOptionError {
+				t.Fatalf("reset code %v", out.ResetCode)
+			}
+			return
+		}
+		ran := c.Stats().Paths[0].CCID
+		id := uint8(2)
+		if len(confirm) > 0 {
+			id = confirm[0]
+		}
+		if !bytes.Contains(offered, []byte{id}) && id != 2 || controllerFor(id, "") != ran {
+			t.Fatalf("offered %v, peer confirmed %v: running %s", offered, confirm, ran)
+		}
+		if len(change) > 0 {
+			got := fs[[2]uint8{wire.OptConfirmR, wire.FeatCCID}]
+			if len(got) == 0 || controllerFor(got[0], "") == "" && got[0] != 2 {
+				t.Fatalf("server's Change L %v confirmed as %v", change, got)
+			}
+		}
+	})
+}
