@@ -472,13 +472,14 @@ func (d *Datapath) handleUDP(now mono.Time, b *udpBatch) {
 	for i := 0; i < b.n; i++ {
 		m := &b.msgs[i]
 		dg := m.Buf[:m.N]
+		if cb := d.capture.Load(); cb != nil {
+			// As received: before CE marking touches the inner packet.
+			cb.c.WritePacket(time.Now(), m.Addr, local, dg)
+		}
 		ecn := m.TOS & 3
 		if ecn == ce && !d.decapCE(dg) {
 			d.Stats.DroppedECN.Add(1)
 			continue
-		}
-		if cb := d.capture.Load(); cb != nil {
-			cb.c.WritePacket(time.Now(), m.Addr, local, dg)
 		}
 		d.ep.HandleDatagram(now, b.sock, m.Addr, local.Addr(), dg, ecn)
 	}

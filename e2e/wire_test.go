@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -358,5 +359,87 @@ func TestWireCaptureDecodes(t *testing.T) {
 		t.Fatalf("a capture with a flipped bit passed the check (%v)", err)
 	} else {
 		t.Logf("corrupted copy rejected: %v", err)
+	}
+}
+
+// TestCaptureShowsDamagedDatagram: `mptun capture` on the concentrator
+// records a datagram whose DCCP checksum is wrong (its UDP checksum right,
+// as the kernel demands) exactly as it arrived: Wireshark calls its DCCP
+// checksum bad in the on-the-wire form and in the protocol-33 form, and
+// the concentrator drops it.
+func TestCaptureShowsDamagedDatagram(t *testing.T) {
+	requireRoot(t)
+	requireTools(t, "tshark", "ethtool", "tc")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	tp := newTopology(t, ctx)
+	a0, b0 := tp.addPath(t, ctx, 0, 0)
+	a1, b1 := tp.addPath(t, ctx, 1, 0)
+	_, srv := startBoundTunnel(t, ctx, tp, [][2]string{{a0, b0}, {a1, b1}})
+	dir := t.TempDir()
+	udpFile, dccpFile := filepath.Join(dir, "wire.pcap"), filepath.Join(dir, "dccp.pcap")
+	captured := make(chan error, 1)
+	go func() { // the CLI returns when the capture has ended
+		out, err := exec.CommandContext(ctx, filepath.Join(binaries(t), "mptun"), "-s", srv.socket, "capture",
+			"-w", udpFile, "-dccp", dccpFile, "-d", "2s").CombinedOutput()
+		if err != nil {
+			err = fmt.Errorf("%v: %s", err, out)
+		}
+		captured <- err
+	}()
+	time.Sleep(500 * time.Millisecond)
+
+	// A Request from a port no subflow uses, its checksum damaged after it
+	// was made for the real addresses.
+	const srcPort = 40123
+	buf := make([]byte, 64)
+	var b wire.Builder
+	h := wire.Header{SrcPort: srcPort, DstPort: 6511, Type: wire.TypeRequest, Seq: 77, ServiceCode: 0x6D707475}
+	must(t, b.Begin(buf, &h))
+	n, err := b.Finish(nil)
+	must(t, err)
+	wire.SetChecksum(buf[:n], netip.MustParseAddr(a0), netip.MustParseAddr(b0))
+	buf[6] ^= 0x5a
+	must(t, tp.cpe.Do(func() error {
+		c, err := net.DialUDP("udp4", net.UDPAddrFromAddrPort(netip.MustParseAddrPort(a0+":"+strconv.Itoa(srcPort))),
+			net.UDPAddrFromAddrPort(netip.MustParseAddrPort(b0+":6511")))
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		_, err = c.Write(buf[:n])
+		return err
+	}))
+	if err := <-captured; err != nil {
+		t.Fatalf("mptun capture: %v", err)
+	}
+
+	for _, c := range []struct{ file, lua string }{{udpFile, "lua_script:" + luaDissector}, {dccpFile, ""}} {
+		args := []string{"-r", c.file, "-n", "-o", "dccp.check_checksum:TRUE", "-Y", "dccp.srcport == " + strconv.Itoa(srcPort),
+			"-T", "fields", "-e", "dccp.checksum.status", "-e", "mpdccp.csum_ok"}
+		if c.lua != "" {
+			args = append(args, "-X", c.lua)
+		} else {
+			args = args[:len(args)-2] // no mpdccp fields without the script
+		}
+		out, err := exec.Command("tshark", args...).Output()
+		if err != nil {
+			t.Fatalf("tshark %s: %v", filepath.Base(c.file), err)
+		}
+		got := strings.Fields(string(out))
+		want := []string{"0", "1"} // DCCP checksum bad; the UDP checksum was fine
+		if c.lua == "" {
+			want = want[:1]
+		}
+		if !slices.Equal(got, want) {
+			t.Errorf("%s: damaged datagram shows %q, want %q (DCCP bad, RFC 6773 good)", filepath.Base(c.file), got, want)
+		}
+	}
+	dropped := uint64(0)
+	for _, n := range status(t, srv.socket).Dropped {
+		dropped += n
+	}
+	if dropped == 0 {
+		t.Error("the concentrator did not count the datagram as dropped")
 	}
 }
