@@ -4,65 +4,47 @@ package daemon
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/netip"
-	"path/filepath"
 	"time"
 
 	"github.com/mptun/mptun/capture"
+	"github.com/mptun/mptun/control"
 	"github.com/mptun/mptun/datapath"
 	"github.com/mptun/mptun/mpdccp/wire/pcapdccp"
 )
 
-// CaptureRequest is the "capture" method's parameters: write the tunnel's
-// datagrams as they crossed the wire (IP + UDP + DCCP) to File for Seconds,
-// and, if DCCPFile is set, the same datagrams in IP protocol 33 form (the
-// UDP header removed) to DCCPFile. Neither form changes a DCCP byte.
-type CaptureRequest struct {
-	File     string  `json:"file"`
-	Seconds  float64 `json:"seconds"`
-	DCCPFile string  `json:"dccp_file,omitempty"`
-}
-
-const maxCapture = time.Hour
-
+// handleCapture writes the tunnel's datagrams as they crossed the wire
+// (IP + UDP + DCCP) to File for Seconds and, if DCCPFile is set, the same
+// datagrams in IP protocol 33 form to DCCPFile. Neither form changes a
+// DCCP byte. A capture configured in the file goes on meanwhile.
 func (d *Daemon) handleCapture(raw json.RawMessage) (any, error) {
-	var req CaptureRequest
-	dec := json.NewDecoder(bytesReader(raw))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&req); err != nil {
-		return nil, fmt.Errorf("capture: bad params: %w", err)
+	var req control.CaptureRequest
+	if err := control.DecodeParams(raw, &req); err != nil {
+		return nil, err
 	}
-	if req.File == "" || !filepath.IsAbs(req.File) {
-		return nil, errors.New("capture: file must be an absolute path")
-	}
-	if req.DCCPFile != "" && (!filepath.IsAbs(req.DCCPFile) || req.DCCPFile == req.File) {
-		return nil, errors.New("capture: dccp_file must be another absolute path")
-	}
-	dur := time.Duration(req.Seconds * float64(time.Second))
-	if dur <= 0 || dur > maxCapture {
-		return nil, fmt.Errorf("capture: seconds must be in (0, %v]", maxCapture.Seconds())
+	if err := req.Validate(); err != nil {
+		return nil, err
 	}
 	var files tee
 	if d.capFile != nil {
-		files = append(files, d.capFile) // the configured capture goes on
+		files = append(files, d.capFile)
 	}
-	wire, err := capture.Create(req.File, pcapdccp.FormUDP, 0)
+	onWire, err := capture.Create(req.File, pcapdccp.FormUDP, 0)
 	if err != nil {
 		return nil, fmt.Errorf("capture: %w", err)
 	}
-	files = append(files, wire)
+	files = append(files, onWire)
 	if req.DCCPFile != "" {
 		native, err := capture.Create(req.DCCPFile, pcapdccp.FormDCCP, 0)
 		if err != nil {
-			wire.Close()
+			onWire.Close()
 			return nil, fmt.Errorf("capture: %w", err)
 		}
 		files = append(files, native)
 	}
 	d.dp.SetCapture(files)
-	time.AfterFunc(dur, func() {
+	time.AfterFunc(req.Duration(), func() {
 		var keep datapath.Capture
 		if d.capFile != nil {
 			keep = d.capFile
