@@ -3,73 +3,63 @@
 package daemon
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"runtime"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 
 	"github.com/mptun/mptun/metrics"
 )
 
-// statusCollector refreshes the metrics set from a status snapshot at
-// scrape time, so the data path keeps no extra counters for Prometheus.
-type statusCollector struct {
-	d   *Daemon
-	set *metrics.Set
-}
+// statusGatherer serves the metrics derived from a status snapshot taken
+// at scrape time (metrics.WriteStatus), so the data path keeps no extra
+// counters for Prometheus and closed connections leave no label sets.
+type statusGatherer struct{ d *Daemon }
 
-func (c *statusCollector) Describe(ch chan<- *prometheus.Desc) { c.set.Describe(ch) }
-
-func (c *statusCollector) Collect(ch chan<- prometheus.Metric) {
+func (g statusGatherer) Gather() ([]*dto.MetricFamily, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
-	st, err := c.d.Status(ctx)
-	if err == nil {
-		for _, conn := range st.Conns {
-			connName := ""
-			if st.Role == "server" {
-				connName = fmt.Sprintf("%08x", conn.PeerCI)
-			}
-			for _, p := range conn.Paths {
-				name := p.Name
-				if name == "" {
-					name = fmt.Sprint(p.ID)
-				}
-				ps := c.set.Path(metrics.PathKey{Conn: connName, Path: name})
-				ps.TxPackets.Store(p.PacketsSent)
-				ps.Lost.Store(p.PacketsLost)
-				ps.ECNCE.Store(p.ECNMarks)
-				ps.SetRTT(time.Duration(p.RTTms*1e6), time.Duration(p.MinRTTms*1e6))
-				ps.Cwnd.Store(int64(p.Cwnd))
-				ps.PacingRate.Store(uint64(p.PacingMbps * 1e6 / 8))
-				ps.Up.Store(p.Up())
-			}
-			c.set.ReorderBuffered.Store(int64(conn.Reorder.Buffered))
-			c.set.ReorderTimeouts.Store(conn.Reorder.GapsSkipped)
-			c.set.ReorderLate.Store(conn.Reorder.GapsLateArrive)
-		}
-		c.set.Drop(metrics.DirTx, "too_big").Store(st.Datapath.DroppedTooBig)
-		c.set.Drop(metrics.DirTx, "queue_full").Store(st.Datapath.DroppedQueueFull)
-		c.set.Drop(metrics.DirTx, "no_path").Store(st.Datapath.DroppedNoRoute)
-		c.set.Drop(metrics.DirRx, "ecn_not_ect").Store(st.Datapath.DroppedECN)
-		c.set.Drop(metrics.DirRx, "malformed").Store(st.Dropped["malformed"] + st.Dropped["checksum"])
-		c.set.Drop(metrics.DirRx, "unknown_conn").Store(st.Dropped["no-conn"])
+	st, err := g.d.Status(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("status: %w", err)
 	}
-	c.set.Collect(ch)
+	var buf bytes.Buffer
+	if err := metrics.WriteStatus(&buf, st); err != nil {
+		return nil, err
+	}
+	p := expfmt.NewTextParser(model.LegacyValidation)
+	fams, err := p.TextToMetricFamilies(&buf)
+	if err != nil {
+		return nil, fmt.Errorf("status metrics: %w", err)
+	}
+	out := make([]*dto.MetricFamily, 0, len(fams))
+	for _, f := range fams {
+		out = append(out, f)
+	}
+	return out, nil
 }
 
-// startMetrics serves /metrics when the config asks for it.
+// Version is mptund's version in mptun_build_info; main sets it.
+var Version = "dev"
+
+// startMetrics serves /metrics when the config asks for it: the status
+// metrics, the Go runtime's and the process's, and mptun_build_info.
 func (d *Daemon) startMetrics() error {
 	if d.cfg.Metrics.Listen == "" {
 		return nil
 	}
-	set := metrics.NewSet()
 	reg := prometheus.NewRegistry()
-	if err := reg.Register(&statusCollector{d: d, set: set}); err != nil {
-		return err
-	}
-	srv, err := metrics.ListenHTTP(d.cfg.Metrics.Listen, reg, d.log)
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "mptun_build_info", Help: "Build information; the value is always 1.",
+			ConstLabels: prometheus.Labels{"version": Version, "go": runtime.Version()}}, func() float64 { return 1 }))
+	srv, err := metrics.ListenHTTP(d.cfg.Metrics.Listen, prometheus.Gatherers{statusGatherer{d}, reg}, d.log)
 	if err != nil {
 		return fmt.Errorf("metrics: %w", err)
 	}
