@@ -252,11 +252,13 @@ func (d *Daemon) close() {
 	if d.webSrv != nil {
 		d.webSrv.Close()
 	}
+	d.mu.Lock()
 	if d.routes != nil {
 		if err := d.routes.Close(); err != nil {
 			d.log.Warn("policy routing: cleanup", "err", err)
 		}
 	}
+	d.mu.Unlock()
 	for _, s := range d.sockets {
 		s.Close()
 	}

@@ -18,6 +18,9 @@ func (d *Daemon) Reload(cfg *config.Config) error {
 		len(cfg.Paths) != len(old.Paths) || len(cfg.Listen) != len(old.Listen) {
 		return fmt.Errorf("%s: role, tunnel name and the set of paths/listen sockets need a restart", cfg.File)
 	}
+	if cfg.Web != old.Web {
+		return fmt.Errorf("%s: web.listen needs a restart", cfg.File)
+	}
 	req := control.SetRequest{}
 	if cfg.Connection.Scheduler != old.Connection.Scheduler {
 		req.Scheduler = cfg.Connection.Scheduler
@@ -35,6 +38,9 @@ func (d *Daemon) Reload(cfg *config.Config) error {
 				return fmt.Errorf("path %s: %w", cfg.Paths[i].Name, err)
 			}
 		}
+	}
+	if err := d.reloadRouting(cfg); err != nil {
+		return err
 	}
 	d.mu.Lock()
 	d.cfg = cfg

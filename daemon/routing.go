@@ -39,6 +39,27 @@ func (d *Daemon) startRouting() error {
 	if err != nil {
 		return err
 	}
+	d.mu.Lock()
+	d.routes = m
+	d.mu.Unlock()
+	return nil
+}
+
+// reloadRouting applies a reloaded config's paths' routing.
+func (d *Daemon) reloadRouting(cfg *config.Config) error {
+	paths := routingPaths(cfg)
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.routes != nil {
+		return d.routes.SetPaths(paths)
+	}
+	if len(paths) == 0 {
+		return nil
+	}
+	m, err := policyroute.Start(paths, policyroute.Options{Log: d.log})
+	if err != nil {
+		return err
+	}
 	d.routes = m
 	return nil
 }

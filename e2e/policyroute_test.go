@@ -5,8 +5,10 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -108,6 +110,24 @@ func TestPolicyRouting(t *testing.T) {
 		}
 	}
 
+	// A reload moves the LTE path to another table.
+	cfgText, err := os.ReadFile(cpe.config)
+	must(t, err)
+	must(t, os.WriteFile(cpe.config, []byte(strings.Replace(string(cfgText), "routing = \"fwmark\"\n", "routing = \"fwmark\"\ntable = 7000\n", 1)), 0o600))
+	must(t, cpe.cmd.Process.Signal(syscall.SIGHUP))
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		rules, err = tp.cpe.Output(ctx, "ip", "rule", "show")
+		must(t, err)
+		if strings.Contains(string(rules), "7000:\tfrom all fwmark 0x2 lookup 7000 proto 109") && !strings.Contains(string(rules), "lookup 6512") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after reload with table = 7000:\n%s", rules)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+
 	// SIGTERM: mptund removes what it installed.
 	must(t, cpe.stop())
 	rules, err = tp.cpe.Output(ctx, "ip", "rule", "show")
@@ -115,7 +135,7 @@ func TestPolicyRouting(t *testing.T) {
 	if strings.Contains(string(rules), "proto 109") {
 		t.Errorf("rules left after mptund stopped:\n%s", rules)
 	}
-	for _, table := range []string{"6511", "6512"} {
+	for _, table := range []string{"6511", "6512", "7000"} {
 		if out, _ := tp.cpe.Output(ctx, "ip", "route", "show", "table", table); strings.TrimSpace(string(out)) != "" {
 			t.Errorf("table %s left after mptund stopped: %s", table, out)
 		}

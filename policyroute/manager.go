@@ -184,6 +184,25 @@ func (m *Manager) Sync() error {
 	return m.apply(rules, routes)
 }
 
+// SetPaths replaces the paths (a reloaded config) and syncs: entries of
+// paths or tables that went away are removed.
+func (m *Manager) SetPaths(paths []Path) error {
+	m.mu.Lock()
+	m.paths = paths
+	for _, p := range paths {
+		m.tables[p.Table] = true // old tables stay for this sync, to be emptied
+	}
+	m.mu.Unlock()
+	err := m.Sync()
+	m.mu.Lock()
+	m.tables = map[int]bool{}
+	for _, p := range paths {
+		m.tables[p.Table] = true
+	}
+	m.mu.Unlock()
+	return err
+}
+
 // Close stops following changes and removes everything installed.
 func (m *Manager) Close() error {
 	m.mu.Lock()

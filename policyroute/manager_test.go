@@ -180,6 +180,21 @@ func TestManagerInNamespace(t *testing.T) {
 		return !strings.Contains(rules, "lookup 6512") && strings.TrimSpace(table) == "", rules + table
 	})
 
+	// A reload moves the DSL path to table 7000 and drops the modem.
+	if err := m.SetPaths([]Path{{Name: "dsl", Device: "up0", Mode: BySource, Table: 7000}}); err != nil {
+		t.Fatal(err)
+	}
+	rules = ipOut(t, ctx, ns, "rule", "show")
+	if !strings.Contains(rules, "7000:\tfrom 192.0.2.2 lookup 7000 proto 109") || strings.Contains(rules, "lookup 6511 proto") ||
+		strings.Contains(rules, "lookup 6513") {
+		t.Errorf("after SetPaths:\n%s", rules)
+	}
+	for _, table := range []string{"6511", "6513"} {
+		if out := ipOut(t, ctx, ns, "route", "show", "table", table); strings.TrimSpace(out) != "" {
+			t.Errorf("table %s after SetPaths: %s", table, out)
+		}
+	}
+
 	// Close removes everything it installed, and only that.
 	closed = true
 	if err := m.Close(); err != nil {
@@ -189,7 +204,7 @@ func TestManagerInNamespace(t *testing.T) {
 	if strings.Contains(rules, "proto 109") || !strings.Contains(rules, "from 10.8.8.8 lookup 6511") {
 		t.Errorf("after Close:\n%s", rules)
 	}
-	for _, table := range []string{"6511", "6512", "6513"} {
+	for _, table := range []string{"6511", "6512", "6513", "7000"} {
 		if out := ipOut(t, ctx, ns, "route", "show", "table", table); strings.TrimSpace(out) != "" {
 			t.Errorf("table %s after Close: %s", table, out)
 		}
