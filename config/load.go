@@ -368,12 +368,16 @@ func (c *checker) connection(raw *rawConfig, conn *Connection) {
 	}
 	conn.CCID = deref(rc.CCID, "bbr")
 	c.name(top("connection.ccid"), "congestion controller", conn.CCID, c.names.CCIDs)
-	conn.Scheduler = deref(rc.Scheduler, "rr")
+	conn.Scheduler = deref(rc.Scheduler, "flow")
 	c.name(top("connection.scheduler"), "scheduler", conn.Scheduler, c.names.Schedulers)
-	conn.Reorderer = deref(rc.Reorderer, "equalize")
+	conn.Reorderer = deref(rc.Reorderer, "adaptive")
 	c.name(top("connection.reorderer"), "reorderer", conn.Reorderer, c.names.Reorderers)
 
-	conn.ReorderMaxHold = c.duration(top("connection.reorder_max_hold"), rc.ReorderMaxHold, 100*time.Millisecond, time.Microsecond, 10*time.Second)
+	// "auto" (the default, 0): the hold follows the paths' delays and the
+	// loss repair's round trip.
+	if rc.ReorderMaxHold == nil || *rc.ReorderMaxHold != "auto" {
+		conn.ReorderMaxHold = c.duration(top("connection.reorder_max_hold"), rc.ReorderMaxHold, 0, time.Microsecond, 10*time.Second)
+	}
 	conn.ReorderBuffer = int(c.intIn(top("connection.reorder_buffer"), rc.ReorderBuffer, 4096, 1, 1<<20))
 	conn.DropLate = rc.DropLate
 	sc := c.intIn(top("connection.service_code"), rc.ServiceCode, DefaultServiceCode, 0, math.MaxUint32-1)

@@ -97,10 +97,7 @@ func New(cfg *config.Config, log *slog.Logger) (d *Daemon, err error) {
 			MaxHold:     cfg.Connection.ReorderMaxHold,
 			BufferLimit: cfg.Connection.ReorderBuffer,
 			DropLate:    cfg.Connection.DropLate,
-			// Loss repair needs the gap held for about a round trip, so
-			// a path's own loss evidence must not skip it at once.
-			NoEarlyLoss: cfg.Connection.Retransmit,
-			HoldGaps:    cfg.Connection.Retransmit,
+			// Repair follows connection.retransmit (the engine sets it).
 		},
 		MaxPacket:   maxPacket,
 		SendQueue:   cfg.Connection.SendQueue,

@@ -74,8 +74,8 @@ type Config struct {
 	ServiceCode uint32
 	CCID        string // congestion controller name; default "ccid2"
 	CC          ccid.Config
-	Scheduler   string // default "rr"
-	Reorderer   string // default "passive"
+	Scheduler   string // default "flow"
+	Reorderer   string // default "adaptive"
 	Reorder     reorder.Config
 	MaxSubflows int // server side limit per connection, default 8
 	MaxPacket   int // max DCCP packet (UDP payload) size, default 1452
@@ -107,8 +107,8 @@ type Config struct {
 
 const (
 	defaultCCID      = "ccid2"
-	defaultScheduler = "rr"
-	defaultReorderer = "passive"
+	defaultScheduler = "flow"
+	defaultReorderer = "adaptive"
 )
 
 // Transmit describes a datagram PollTransmit wrote.
@@ -294,10 +294,17 @@ func NewEndpoint(cfg Config) (*Endpoint, error) {
 	if _, err := scheduler.New(e.schedName, scheduler.Config{}); err != nil {
 		return nil, fmt.Errorf("mpdccp: %w", err)
 	}
-	if _, err := reorder.New(e.reoName, cfg.Reorder); err != nil {
+	if _, err := reorder.New(e.reoName, e.reorderConfig(cfg.Reorder)); err != nil {
 		return nil, fmt.Errorf("mpdccp: %w", err)
 	}
 	return e, nil
+}
+
+// reorderConfig completes a reorderer's config with what the engine
+// decides: the receiver waits for repairs when loss repair is on.
+func (e *Endpoint) reorderConfig(rc reorder.Config) reorder.Config {
+	rc.Repair = e.cfg.Retransmit
+	return rc
 }
 
 // MaxPayload is the largest inner packet Conn.Send accepts: MaxPacket minus
@@ -419,7 +426,7 @@ func (e *Endpoint) newConn(now mono.Time) (*Conn, error) {
 			}
 		}
 	}
-	if c.reo, err = reorder.New(e.reoName, e.cfg.Reorder); err != nil {
+	if c.reo, err = reorder.New(e.reoName, e.reorderConfig(e.cfg.Reorder)); err != nil {
 		return nil, fmt.Errorf("mpdccp: %w", err)
 	}
 	for {

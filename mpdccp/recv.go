@@ -132,6 +132,8 @@ func (c *Conn) handlePacket(now mono.Time, sf *subflow, p *wire.Packet, ecn uint
 			case wire.MPAddAddr, wire.MPRemoveAddr:
 				lastCtrl, haveCtrl = mo, true
 				lastCtrl.Raw = o.Data
+			case wire.MPExp:
+				c.handleExp(now, mo.Raw, &ro)
 			}
 		}
 	}
@@ -288,7 +290,8 @@ func (c *Conn) receiveData(now mono.Time, sf *subflow, p *wire.Packet, ro *rxOpt
 	}
 	b := c.ep.pool.get()
 	n := copy(b, p.Payload)
-	it := reorder.Item{Seq: ro.mpSeq, Path: sf.id, PathSeq: sf.dataSeq(p.Seq, ro), Arrival: now, Buf: b[:n]}
+	it := reorder.Item{Seq: ro.mpSeq, Path: sf.id, PathSeq: sf.dataSeq(p.Seq, ro), Arrival: now, Buf: b[:n],
+		PathOrdered: ro.pathOrdered}
 	// Redundant traffic classes (VoIP) are delivered at once: they must not
 	// wait behind a gap in the bulk traffic nor be equalised, and as every
 	// packet of theirs crosses every path the first copies arrive in order.
@@ -305,6 +308,9 @@ func (c *Conn) receiveData(now mono.Time, sf *subflow, p *wire.Packet, ro *rxOpt
 		return
 	}
 	c.mayDeliver = true
+	if c.ep.cfg.Retransmit {
+		c.pollNACKs(now)
+	}
 }
 
 // dataSeq numbers the data packets of a subflow as the reorderer needs
@@ -487,4 +493,6 @@ type rxOpts struct {
 	mandatory bool
 	ndp       uint64 // NDP Count: non-data packets sent just before this one
 	hasNDP    bool
+	// pathOrdered: the sender's empty MP_EXP (nack.go).
+	pathOrdered bool
 }

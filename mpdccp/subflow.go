@@ -139,6 +139,11 @@ type subflow struct {
 	peerRTT   time.Duration
 	rttSentAt mono.Time
 	stats     PathCounters
+
+	// Loss estimate (lossEstimate).
+	lossRate           float64
+	lossSent, lossLost uint64
+	lossAt             mono.Time
 }
 
 // PathCounters are a subflow's packet counters.
@@ -188,6 +193,33 @@ func (sf *subflow) ackValid(ack uint64) bool {
 
 func (sf *subflow) usable() bool {
 	return sf.state == sfOpen && !sf.failed && sf.prio > 0
+}
+
+// baseOWD is the subflow's one-way delay without queueing: half its
+// minimum RTT, or of the handshake's before data has flowed.
+func (sf *subflow) baseOWD(st *ccid.State) time.Duration {
+	r := st.MinRTT
+	if sf.hsRTT > 0 && (r <= 0 || sf.hsRTT < r) {
+		r = sf.hsRTT
+	}
+	return r / 2
+}
+
+// lossEvery is how often the loss estimate takes a sample.
+const lossEvery = 100 * time.Millisecond
+
+// lossEstimate is the fraction of the subflow's packets recently lost: a
+// moving average over samples of lossEvery, of the controller's counters.
+func (sf *subflow) lossEstimate(now mono.Time, st *ccid.State) float64 {
+	if now.Sub(sf.lossAt) < lossEvery {
+		return sf.lossRate
+	}
+	sent, lost := st.PacketsSent-sf.lossSent, st.PacketsLost-sf.lossLost
+	if sent >= 20 {
+		sf.lossRate += (float64(lost)/float64(sent) - sf.lossRate) / 4
+		sf.lossSent, sf.lossLost, sf.lossAt = st.PacketsSent, st.PacketsLost, now
+	}
+	return sf.lossRate
 }
 
 func (sf *subflow) ready(now mono.Time) bool {
@@ -368,6 +400,10 @@ type pktSpec struct {
 	ackNo    uint64 // for Sync/SyncAck: the Acknowledgement Number
 	hasAckNo bool
 	inFlight bool
+	// pathOrdered tells the receiver (an empty MP_EXP) that it may deliver
+	// this data packet once the subflow's earlier ones are in: its flow
+	// has no packet on another path that could still be in flight.
+	pathOrdered bool
 }
 
 // build writes one packet of sf into buf and does the sender bookkeeping.
@@ -399,6 +435,9 @@ func (c *Conn) build(now mono.Time, sf *subflow, buf []byte, ps *pktSpec) (Trans
 			sf.gss = seqAdd(sf.gss, -1)
 			return Transmit{}, false
 		}
+	}
+	if ps.pathOrdered && room(3) {
+		_ = b.MP(&wire.MPOption{Type: wire.MPExp}) // fills MP_SEQ's padding
 	}
 	if isData && sf.ndpRun > 0 && room(8) {
 		// Lets the receiver tell lost data from unseen Acks (RFC 4340 §7.7).
@@ -454,7 +493,11 @@ func (c *Conn) build(now mono.Time, sf *subflow, buf []byte, ps *pktSpec) (Trans
 			}
 		}
 	}
-	// Connection-level control options ride on open subflows.
+	// Connection-level control options ride on open subflows; repair
+	// requests on any packet of the fastest one.
+	if sf.state == sfOpen && ps.typ != wire.TypeReset {
+		c.putNACKs(sf, b, room)
+	}
 	if sf.state == sfOpen && ps.typ != wire.TypeReset && ps.typ != wire.TypeData {
 		c.putControl(now, sf, b, room, ps.hasMPSeq)
 	}

@@ -85,6 +85,9 @@ func (c *Conn) handleTimer(now mono.Time) {
 	if c.reo.Deadline() <= now {
 		c.reo.OnTimer(now)
 		c.mayDeliver = true
+		if c.ep.cfg.Retransmit {
+			c.pollNACKs(now)
+		}
 	}
 	for _, sf := range c.subflows {
 		switch sf.state {
@@ -108,6 +111,7 @@ func (c *Conn) handleTimer(now mono.Time) {
 				c.subflowClosed(sf, 0, "close timeout")
 			}
 		case sfOpen:
+			c.rtxExpire(now, sf)
 			if sf.cc.Deadline() <= now {
 				sf.cc.OnTimer(now)
 				c.holdUntil = 0
