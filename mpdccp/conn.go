@@ -93,6 +93,7 @@ type Conn struct {
 	// classifier and classScheds implement per-traffic-class scheduling;
 	// classScheds[0] is unused (class 0 is sched).
 	rtxQ       []rtxItem      // packets to send once more (loss repair)
+	repairAt   mono.Time      // when a waiting repair may go (pacing)
 	nackOut    []reorder.NACK // repair requests waiting for a packet
 	classifier *scheduler.Classifier
 	// classQ holds packets of the traffic classes (class > 0), sent ahead

@@ -317,8 +317,7 @@ func (c *Conn) receiveData(now mono.Time, sf *subflow, p *wire.Packet, ro *rxOpt
 // them: consecutive unless data packets were lost on this path. Every DCCP
 // packet consumes a sequence number, so a hole in the DCCP sequence may be
 // lost or simply unseen Acks; the sender's NDP Count (RFC 4340 §7.7) says
-// how many of the packets just before this one carried no data. Without
-// it a hole is not taken as evidence of data loss.
+// how many of the packets just before this one carried no data.
 func (sf *subflow) dataSeq(seq uint64, ro *rxOpts) uint64 {
 	if !sf.rxData {
 		sf.rxData, sf.rxLastData, sf.rxDataSeq = true, seq, 0
@@ -328,10 +327,9 @@ func (sf *subflow) dataSeq(seq uint64, ro *rxOpts) uint64 {
 	if hole < 0 {
 		return sf.rxDataSeq // reordered on the path itself: no evidence
 	}
-	lost := int64(0)
-	if ro.hasNDP {
-		lost = max(0, hole-int64(ro.ndp))
-	}
+	// A sender sends NDP Count after non-data packets (RFC 4340 §7.7):
+	// without one, the packets missing before this one carried data.
+	lost := max(0, hole-int64(ro.ndp))
 	sf.rxLastData = seq
 	sf.rxDataSeq = (sf.rxDataSeq + 1 + uint64(lost)) & wire.MaxSeq
 	return sf.rxDataSeq

@@ -97,7 +97,7 @@ func (c *Conn) rtxRepair(e *rtxEntry) bool {
 	c.rtxQ = append(c.rtxQ, rtxItem{mpSeq: e.mpSeq, b: e.b, n: e.n})
 	e.b, e.n = nil, 0
 	c.stats.Repaired++
-	c.holdUntil = 0
+	c.holdUntil, c.repairAt = 0, 0
 	return true
 }
 
@@ -211,8 +211,12 @@ func (c *Conn) rtxOnNACK(now mono.Time, before, after uint64) {
 func (c *Conn) pollRepair(now mono.Time, buf []byte) (Transmit, bool) {
 	for len(c.rtxQ) > 0 {
 		it := c.rtxQ[0]
-		best := c.repairPath(now)
-		if best == nil {
+		best, ok := c.repairPath(now)
+		if !ok {
+			c.repairAt = c.pacingRelease(now)
+			if best != nil {
+				c.repairAt = best.cc.SendTime(now)
+			}
 			return Transmit{}, false
 		}
 		// Shift down rather than reslice, so the queue's array is reused
@@ -230,22 +234,36 @@ func (c *Conn) pollRepair(now mono.Time, buf []byte) (Transmit, bool) {
 	return Transmit{}, false
 }
 
-// repairPath is the ready path on which a repair arrives soonest: the
-// lowest one-way delay plus the expected cost of losing it there too.
-func (c *Conn) repairPath(now mono.Time) *subflow {
-	var best *subflow
+// pacingRelease is the earliest time a usable path with window room may
+// send, or Never (an ack will open a window).
+func (c *Conn) pacingRelease(now mono.Time) mono.Time {
+	t := mono.Never
+	for _, sf := range c.subflows {
+		if sf.usable() && sf.cc.CanSend(now) {
+			t = mono.Min(t, sf.cc.SendTime(now))
+		}
+	}
+	return t
+}
+
+// repairPath is the path on which a repair arrives soonest: the wait for
+// its pacer, its one-way delay now, and the expected cost of losing the
+// repair there too. Only a path with window room counts; ok is false when
+// the best one must first wait for its pacer (until repairAt).
+func (c *Conn) repairPath(now mono.Time) (best *subflow, ok bool) {
 	var bestCost time.Duration
 	for _, sf := range c.subflows {
-		if !sf.usable() || !sf.ready(now) {
+		if !sf.usable() || !sf.cc.CanSend(now) {
 			continue
 		}
 		st := sf.cc.State()
-		cost := sf.baseOWD(&st) + time.Duration(sf.lossRate*float64(st.SRTT))
+		cost := max(sf.cc.SendTime(now).Sub(now), 0) + max(sf.baseOWD(&st), st.SRTT/2) +
+			time.Duration(sf.lossRate*float64(st.SRTT))
 		if best == nil || cost < bestCost {
 			best, bestCost = sf, cost
 		}
 	}
-	return best
+	return best, best != nil && best.ready(now)
 }
 
 // rtxReleaseAll frees every buffer loss repair holds (connection closing).

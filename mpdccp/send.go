@@ -389,10 +389,13 @@ const orderMargin = 2 * time.Millisecond
 func (c *Conn) flowOrdered(now mono.Time, f int, sf *subflow) bool {
 	o := &c.flowOrd[f]
 	if o.used && o.lastPath != sf.id {
+		// The flow's last packet on the other path arrives by lastSent plus
+		// that path's delay now (queueing included, with its variation);
+		// this path's packets take at least its base delay.
 		wait := time.Second // an unknown path: be safe
 		if prev := c.pathByID(o.lastPath); prev != nil {
-			st := prev.cc.State()
-			wait = max(0, prev.baseOWD(&st)-c.minOWD()) + st.RTTVar + orderMargin
+			st, cur := prev.cc.State(), sf.cc.State()
+			wait = max(0, max(st.SRTT, st.MinRTT)/2+st.RTTVar-sf.baseOWD(&cur)) + orderMargin
 		}
 		o.orderedUntil = mono.Max(o.orderedUntil, o.lastSent.Add(wait))
 	}

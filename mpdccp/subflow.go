@@ -436,12 +436,12 @@ func (c *Conn) build(now mono.Time, sf *subflow, buf []byte, ps *pktSpec) (Trans
 			return Transmit{}, false
 		}
 	}
-	if ps.pathOrdered && room(3) {
-		_ = b.MP(&wire.MPOption{Type: wire.MPExp}) // fills MP_SEQ's padding
-	}
 	if isData && sf.ndpRun > 0 && room(8) {
 		// Lets the receiver tell lost data from unseen Acks (RFC 4340 §7.7).
 		_ = b.NDPCount(sf.ndpRun)
+	}
+	if ps.pathOrdered && room(3) {
+		_ = b.MP(&wire.MPOption{Type: wire.MPExp}) // often fills MP_SEQ's padding
 	}
 
 	// Feature negotiation (never on Data, RFC 4340 §6).

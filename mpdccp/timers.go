@@ -14,6 +14,9 @@ func (c *Conn) deadline() mono.Time {
 	if c.queued() > 0 && c.state == Open && c.holdUntil != mono.Never {
 		d = c.holdUntil
 	}
+	if len(c.rtxQ) > 0 && c.state == Open {
+		d = mono.Min(d, c.repairAt)
+	}
 	if len(c.pendPaths) > 0 {
 		// Redundant copies wait only for pacing (holdUntil) or go at once.
 		d = mono.Min(d, c.holdUntil)

@@ -55,6 +55,7 @@ type slot struct {
 	flowB     uint8     // the held packet's flow bucket
 	gapOpen   mono.Time // missing seq: when a later seq first arrived, or noTime
 	giveUpAt  mono.Time // lost gap awaiting repair: skipped from then on (noTime: not set)
+	nackAt    mono.Time // lost gap: when its repair was first asked for (noTime: not yet)
 	releaseAt mono.Time // equalize: not delivered before this
 }
 
@@ -148,7 +149,6 @@ type pathState struct {
 	active   bool // SetPaths says active
 	frontier uint64
 	lastPS   uint64 // DCCP sequence number of the last packet received
-	lastSeq  uint64
 	lastAt   mono.Time
 	rttOWD   time.Duration // one-way delay estimate from RTTs (RTT/2)
 	baseOWD  time.Duration // one-way delay without queueing (MinRTT/2), for equalize
@@ -211,6 +211,7 @@ type buffer struct {
 	holeN      uint64              // holes ever recorded (ring position)
 	openHoles  int
 	repairWait time.Duration // a NACK's and its repair's round trip
+	repairLat  winMax        // measured: first NACK to the repair's arrival
 	baseDiff   time.Duration // base one-way delay difference of the active paths
 }
 
@@ -256,7 +257,7 @@ func (b *buffer) growSlots(need int64) {
 	}
 	grown := make([]slot, n)
 	for i := range grown {
-		grown[i].gapOpen, grown[i].giveUpAt = noTime, noTime
+		grown[i].gapOpen, grown[i].giveUpAt, grown[i].nackAt = noTime, noTime, noTime
 	}
 	mask := uint64(n - 1)
 	if b.started && len(b.slots) > 0 {
@@ -352,6 +353,12 @@ func (b *buffer) SetPaths(infos []PathInfo) {
 	}
 }
 
+// repairWaitNow is how long a repair may take: the estimate from the
+// paths' RTTs, or what repairs took lately if that was longer.
+func (b *buffer) repairWaitNow(now mono.Time) time.Duration {
+	return max(b.repairWait, b.repairLat.get(now)+b.margin())
+}
+
 // repairSlack covers the sender's side of a repair: its pacer and the
 // repair waiting for a window.
 const repairSlack = 5 * time.Millisecond
@@ -359,21 +366,21 @@ const repairSlack = 5 * time.Millisecond
 // holdCap is the longest a packet waits for a gap: MaxHold when set,
 // else (with Repair) what the paths need: their delay difference, jitter
 // and two repair round trips.
-func (b *buffer) holdCap() time.Duration {
+func (b *buffer) holdCap(now mono.Time) time.Duration {
 	if b.cfg.MaxHold > 0 {
 		return b.cfg.MaxHold
 	}
-	c := max(b.rttDiff, b.baseDiff) + 4*b.maxRTTVar + 2*b.repairWait + b.margin()
+	c := max(b.rttDiff, b.baseDiff) + 4*b.maxRTTVar + 2*b.repairWaitNow(now) + b.margin()
 	return min(max(c, minHoldCap), maxHoldCap)
 }
 
 // idleFlush is how long the buffer may wait without any arrival before
 // it releases everything.
-func (b *buffer) idleFlush() time.Duration {
+func (b *buffer) idleFlush(now mono.Time) time.Duration {
 	if b.cfg.IdleFlush > 0 {
 		return b.cfg.IdleFlush
 	}
-	return 2 * b.holdCap()
+	return 2 * b.holdCap(now)
 }
 
 func (b *buffer) activePath(p *pathState, now mono.Time) bool {
@@ -394,16 +401,16 @@ func (b *buffer) holdFor(now mono.Time, p *pathState) (release, expire time.Dura
 	case modePassive:
 		return 0, 0
 	case modeFixed:
-		return 0, b.holdCap()
+		return 0, b.holdCap(now)
 	}
 	// A gap holds for the delay difference (RTTs or observed lateness,
 	// which includes the paths' own reordering) plus the margin.
-	hc := b.holdCap()
+	hc := b.holdCap(now)
 	gap := max(b.rttDiff, b.lateAll.get(now)) + b.margin()
 	if b.cfg.Repair {
 		// A gap may be a loss whose repair is on its way: allow two
 		// rounds of NACK and repair.
-		gap += 2 * b.repairWait
+		gap += 2 * b.repairWaitNow(now)
 	}
 	gap = min(gap, hc)
 	if b.cfg.HoldGaps {
@@ -489,10 +496,14 @@ func (b *buffer) Push(now mono.Time, it Item) bool {
 	b.lastArrival = now
 	p := b.path(it.Path)
 	ps := it.PathSeq & seqMask
-	prevSeq, prevPS, hadPrev := p.lastSeq, p.lastPS, p.seen
-	overtaken := p.seen && seqDiff(seq, p.frontier) < 0
+	// The path's packets before a hole in its sequence are named by the
+	// highest MP_SEQ it delivered: a repair it carried has an older one.
+	prevSeq, prevPS, hadPrev := p.frontier, p.lastPS, p.seen
+	// A packet behind the path's own sequence came late on the path: it
+	// reorders by itself. (A repair has an old MP_SEQ but a new place in
+	// the path's sequence.)
+	overtaken := p.seen && seqDiff(seq, p.frontier) < 0 && seqDiff(ps, p.lastPS) < 0
 	if overtaken {
-		// This path delivered higher MP_SEQs first: it reorders by itself.
 		if at, ok := p.passedAt(seq); ok {
 			p.inPath.add(now, now.Sub(at))
 		}
@@ -505,7 +516,7 @@ func (b *buffer) Push(now mono.Time, it Item) bool {
 	p.seen, p.lastAt = true, now
 	if !hadPrev || seqDiff(ps, prevPS) > 0 {
 		// A packet the path itself reordered does not move its position.
-		p.lastSeq, p.lastPS = seq, ps
+		p.lastPS = ps
 	}
 
 	d := seqDiff(seq, b.next)
@@ -531,7 +542,7 @@ func (b *buffer) Push(now mono.Time, it Item) bool {
 		}
 		for ; g != seq; g = (g + 1) & seqMask {
 			gs := &b.slots[g&b.mask]
-			gs.used, gs.lost, gs.gapOpen, gs.giveUpAt = false, false, now, noTime
+			gs.used, gs.lost, gs.gapOpen, gs.giveUpAt, gs.nackAt = false, false, now, noTime, noTime
 			gs.it = Item{Seq: g}
 		}
 		b.highest = seq
@@ -540,6 +551,9 @@ func (b *buffer) Push(now mono.Time, it Item) bool {
 		b.sampleLate(now, p, now.Sub(sl.gapOpen))
 		if sl.lost {
 			b.stats.Repaired++
+			if sl.nackAt != noTime {
+				b.repairLat.add(now, now.Sub(sl.nackAt))
+			}
 		}
 	}
 	if hadPrev && (b.cfg.Repair || p.inPath.get(now) == 0) {
@@ -698,7 +712,7 @@ func (b *buffer) pathSeqLoss(now mono.Time, p *pathState, pathID int, prevSeq, p
 		first = now.Add(p.inPath.get(now) + b.margin())
 	}
 	if sure {
-		b.markLost(from, seq, first.Add(b.repairWait))
+		b.markLost(from, seq, first.Add(b.repairWaitNow(now)))
 	}
 	b.addHole(hole{path: pathID, before: prevSeq, after: seq, nextNACK: first, open: true})
 }
@@ -796,7 +810,7 @@ func (b *buffer) PollNACK(now mono.Time) (NACK, bool) {
 			continue
 		}
 		h.nacks++
-		h.nextNACK = now.Add(b.repairWait)
+		h.nextNACK = now.Add(b.repairWaitNow(now))
 		b.stats.NACKs++
 		from := (h.before + 1) & seqMask
 		if seqDiff(from, b.next) < 0 {
@@ -805,6 +819,9 @@ func (b *buffer) PollNACK(now mono.Time) (NACK, bool) {
 		for g := from; g != h.after; g = (g + 1) & seqMask {
 			if sl := &b.slots[g&b.mask]; !sl.used && sl.lost && sl.it.Seq == g {
 				sl.giveUpAt = mono.Max(sl.giveUpAt, h.nextNACK)
+				if sl.nackAt == noTime {
+					sl.nackAt = now
+				}
 			}
 		}
 		b.refresh(now)
@@ -867,14 +884,20 @@ func (b *buffer) refresh(now mono.Time) {
 		case sl.used && sl.it.Seq == b.next && sl.releaseAt > now:
 			dl = mono.Min(dl, sl.releaseAt)
 		case !sl.used && sl.it.Seq == b.next && b.cfg.Repair && !b.cfg.NoEarlyLoss:
+			// When the gap at next may be given up (see lostGap); a time
+			// already past means it waits for something else.
+			var t mono.Time = noTime
 			if sl.lost && sl.giveUpAt != noTime {
-				dl = mono.Min(dl, sl.giveUpAt)
-			} else if !sl.lost && sl.gapOpen != noTime {
-				dl = mono.Min(dl, sl.gapOpen.Add(2*b.repairWait))
+				t = sl.giveUpAt
+			} else if !sl.lost && sl.gapOpen != noTime && b.allPathsPassed(now, b.next) {
+				t = sl.gapOpen.Add(2 * b.repairWaitNow(now))
+			}
+			if t > now {
+				dl = mono.Min(dl, t)
 			}
 		}
 		if !b.releasing || seqDiff(b.highest, b.releaseTo) > 0 {
-			dl = mono.Min(dl, b.lastArrival.Add(b.idleFlush()))
+			dl = mono.Min(dl, b.lastArrival.Add(b.idleFlush(now)))
 		}
 	}
 	b.deadline = dl
@@ -904,7 +927,7 @@ func (b *buffer) OnTimer(now mono.Time) {
 			}
 		}
 	}
-	if now >= b.lastArrival.Add(b.idleFlush()) {
+	if now >= b.lastArrival.Add(b.idleFlush(now)) {
 		release(b.highest)
 	}
 	b.refresh(now)
@@ -935,7 +958,7 @@ func (b *buffer) lostGap(now mono.Time, sl *slot, seq uint64) bool {
 	}
 	// Every path is past it, yet no path's sequence showed it lost (an
 	// ambiguous hole, or a path that closed): a repair may still come.
-	return known && sl.gapOpen != noTime && now.Sub(sl.gapOpen) >= 2*b.repairWait
+	return known && sl.gapOpen != noTime && now.Sub(sl.gapOpen) >= 2*b.repairWaitNow(now)
 }
 
 // allPathsPassed reports whether every active path has already delivered

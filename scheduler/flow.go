@@ -67,6 +67,13 @@ func cost(p *Path, repair time.Duration) time.Duration {
 	return p.OWD + time.Duration(p.Loss*float64(repair))
 }
 
+// delay is the path's one-way delay now: its base delay, or half its
+// smoothed RTT when that is larger (a queue on the path), plus the
+// expected cost of repairing its losses.
+func delay(p *Path, repair time.Duration) time.Duration {
+	return max(p.OWD, p.SRTT/2) + time.Duration(p.Loss*float64(repair))
+}
+
 // repairTime is about how long a loss repair takes: the receiver's
 // report and the resent packet cross the fastest path.
 func repairTime(paths []Path, floor uint8) time.Duration {
@@ -146,7 +153,7 @@ func (s *flowSched) PickFlow(now mono.Time, paths []Path, f FlowPacket) FlowDeci
 	}
 	fe.last = now
 	prim := &paths[pi]
-	pc := cost(prim, repair)
+	pd := delay(prim, repair)
 	// The wait worth building before the slowest useful path helps.
 	var extra time.Duration
 	for i := range paths {
@@ -154,7 +161,7 @@ func (s *flowSched) PickFlow(now mono.Time, paths []Path, f FlowPacket) FlowDeci
 		if i == pi || !eligible(q, floor) || q.Loss > maxUsefulLoss {
 			continue
 		}
-		extra = max(extra, cost(q, repair)-pc+margin(prim, q))
+		extra = max(extra, delay(q, repair)-pd+margin(prim, q))
 	}
 	if ready(prim, now) {
 		s.pick(prim.ID)
@@ -170,7 +177,7 @@ func (s *flowSched) PickFlow(now mono.Time, paths []Path, f FlowPacket) FlowDeci
 		if i == pi || !eligible(q, floor) || !ready(q, now) || q.Loss > maxUsefulLoss {
 			continue
 		}
-		need := cost(q, repair) - pc + margin(prim, q)
+		need := delay(q, repair) - pd + margin(prim, q)
 		if fe.striping {
 			need = time.Duration(float64(need) * stripeHysteresis)
 		}

@@ -1,0 +1,117 @@
+// SPDX-License-Identifier: MIT
+
+package mpdccp
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/mptun/mptun/ccid/aqm"
+	"github.com/mptun/mptun/internal/mono"
+	"github.com/mptun/mptun/internal/netsim"
+)
+
+// simCell is one pair of paths of the scenario matrix, in simulation:
+// rates (bit/s), one-way delays and random loss (both directions).
+type simCell struct {
+	name   string
+	rate   [2]float64
+	delay  [2]time.Duration
+	loss   [2]float64
+	jitter [2]time.Duration
+}
+
+func (c simCell) links(n int) []netsim.LinkConfig {
+	var ls []netsim.LinkConfig
+	for i := 0; i < n; i++ {
+		q := max(2*c.delay[i], 20*time.Millisecond)
+		ls = append(ls, netsim.LinkConfig{Rate: c.rate[i], Delay: c.delay[i], Loss: c.loss[i],
+			Jitter: c.jitter[i], Queue: int(c.rate[i] / 8 * q.Seconds())})
+	}
+	return ls
+}
+
+type cellResult struct {
+	goodput             float64
+	retrans, rtos, spur int
+	rttP50              time.Duration
+}
+
+// runInnerBulk runs one inner CUBIC flow from client to server for dur
+// over the cell's first n paths, with the engine's defaults (bbr outer,
+// flow scheduler, adaptive reorderer, repair, AQM) unless cfg says
+// otherwise, and measures goodput after a warm-up of a quarter.
+func runInnerBulk(t testing.TB, cell simCell, n int, cfg Config, dur time.Duration) cellResult {
+	if cfg.CCID == "" {
+		cfg.CCID = "bbr"
+	}
+	cfg.Retransmit = true
+	if cfg.AQM == nil {
+		cfg.AQM = defaultAQM()
+	}
+	h := newHarness(t, harnessConfig{seed: 3, links: cell.links(n), cli: cfg, srv: cfg})
+	var flows []*innerTCP
+	h.onDeliver = func(side int, c *Conn, b []byte) { routeInner(flows, side, b) }
+	c := h.dial(n)
+	if !h.runUntil(10*time.Second, func() bool { return h.openPaths(c) == n && h.openPaths(h.serverConn()) == n }) {
+		t.Fatalf("%s: not open\n%s", cell.name, h.dumpEvents())
+	}
+	f := newInnerTCP(h, sideClient, 5201, 1400)
+	flows = append(flows, f)
+	start := h.sim.Now()
+	f.start(start.Add(dur))
+	h.run(dur)
+	from := start.Add(dur / 4)
+	var r cellResult
+	r.goodput = f.goodput(from, start.Add(dur))
+	r.retrans, r.rtos, r.spur = f.retrans, f.rtos, f.spurious
+	rs := h.serverConn().Stats().Reorder
+	t.Logf("%s %d paths: inner ooo arrivals %d; reorder %+v; client %+v", cell.name, n, f.oooArrivals, rs, c.Stats().connCounters)
+	if len(f.rttSamples) > 0 {
+		s := append([]time.Duration(nil), f.rttSamples...)
+		r.rttP50 = quantileDur(s, 0.5)
+	}
+	return r
+}
+
+func quantileDur(s []time.Duration, q float64) time.Duration {
+	for i := 1; i < len(s); i++ {
+		for j := i; j > 0 && s[j] < s[j-1]; j-- {
+			s[j], s[j-1] = s[j-1], s[j]
+		}
+	}
+	return s[min(len(s)-1, int(q*float64(len(s))))]
+}
+
+var simCells = []simCell{
+	{name: "20+10 8/35ms", rate: [2]float64{20e6, 10e6}, delay: [2]time.Duration{8 * time.Millisecond, 35 * time.Millisecond}},
+	{name: "20+10 8/35ms 2% loss", rate: [2]float64{20e6, 10e6}, delay: [2]time.Duration{8 * time.Millisecond, 35 * time.Millisecond}, loss: [2]float64{0, 0.02}},
+	{name: "20+10 8/35ms 5% loss", rate: [2]float64{20e6, 10e6}, delay: [2]time.Duration{8 * time.Millisecond, 35 * time.Millisecond}, loss: [2]float64{0, 0.05}},
+	{name: "20+10 8/120ms", rate: [2]float64{20e6, 10e6}, delay: [2]time.Duration{8 * time.Millisecond, 120 * time.Millisecond}},
+	{name: "20+10 8/120ms 2% loss", rate: [2]float64{20e6, 10e6}, delay: [2]time.Duration{8 * time.Millisecond, 120 * time.Millisecond}, loss: [2]float64{0, 0.02}},
+	{name: "10+10 5/5ms", rate: [2]float64{10e6, 10e6}, delay: [2]time.Duration{5 * time.Millisecond, 5 * time.Millisecond}},
+	{name: "20+2 10/300ms", rate: [2]float64{20e6, 2e6}, delay: [2]time.Duration{10 * time.Millisecond, 300 * time.Millisecond}},
+	{name: "20+10 8/35ms fast 1% loss", rate: [2]float64{20e6, 10e6}, delay: [2]time.Duration{8 * time.Millisecond, 35 * time.Millisecond}, loss: [2]float64{0.01, 0}},
+}
+
+// TestSimMatrixReport prints inner CUBIC goodput through the tunnel on
+// both paths and on the fast path alone, per cell (go test -run
+// SimMatrixReport -v). It asserts nothing; TestSimDoNoHarm does.
+func TestSimMatrixReport(t *testing.T) {
+	if testing.Short() {
+		t.Skip("long simulation report; run without -short")
+	}
+	const dur = 20 * time.Second
+	fmt.Printf("%-28s %8s %8s %6s %6s %7s %5s %5s %8s\n", "cell", "1 path", "2 paths", "ratio", "/sum", "retrans", "rto", "spur", "rtt p50")
+	for _, cell := range simCells {
+		one := runInnerBulk(t, cell, 1, Config{}, dur)
+		two := runInnerBulk(t, cell, 2, Config{}, dur)
+		sum := cell.rate[0] + cell.rate[1]
+		fmt.Printf("%-28s %8.2f %8.2f %6.2f %6.2f %7d %5d %5d %8v\n", cell.name, one.goodput/1e6, two.goodput/1e6,
+			two.goodput/one.goodput, two.goodput/sum, two.retrans, two.rtos, two.spur, two.rttP50.Round(time.Millisecond))
+	}
+	_ = mono.Never
+}
+
+func defaultAQM() *aqm.Config { return &aqm.Config{Target: 20 * time.Millisecond} }
