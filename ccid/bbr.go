@@ -494,7 +494,9 @@ func (b *BBR) OnFeedback(now mono.Time, fb *Feedback) {
 
 func (b *BBR) afterLoss(now mono.Time) {
 	b.lossInRound = true
-	b.cwnd = max(b.cwnd-b.rs.newlyLost, float64(b.mss))
+	if !b.randomLoss() {
+		b.cwnd = max(b.cwnd-b.rs.newlyLost, float64(b.mss))
+	}
 	b.updateControl(now)
 }
 
@@ -551,7 +553,9 @@ func (b *BBR) updateCongestionSignals(now mono.Time) {
 	b.lostInRoundBytes += b.rs.newlyLost
 	if b.rs.newlyLost > 0 && !b.inRTO {
 		b.lossInRound = true
-		b.cwnd = max(b.cwnd-b.rs.newlyLost, float64(b.mss))
+		if !b.randomLoss() {
+			b.cwnd = max(b.cwnd-b.rs.newlyLost, float64(b.mss))
+		}
 	}
 	if b.rs.ecn > 0 {
 		b.ecnInRound = true

@@ -42,6 +42,11 @@ type innerTCP struct {
 	retrans, rtos   int
 	spurious        int
 	rttSamples      []time.Duration
+	// HyStart (delay increase, as Linux CUBIC's default): the round's
+	// smallest of its first 8 RTT samples against the previous round's.
+	hsRoundEnd            uint64
+	hsSamples             int
+	hsCurMin, hsLastMin   time.Duration
 	stopAt          mono.Time
 	// Receiver.
 	rcvd       []bool
@@ -253,6 +258,7 @@ func (f *innerTCP) onAck(b []byte) {
 	}
 	if echo > 0 {
 		rtt := now.Sub(echo)
+		f.hystart(rtt)
 		f.rttSamples = append(f.rttSamples, rtt)
 		if f.minRTT == 0 || rtt < f.minRTT {
 			f.minRTT = rtt
@@ -273,6 +279,27 @@ func (f *innerTCP) onAck(b []byte) {
 		f.grow(now)
 	}
 	f.trySend()
+}
+
+// hystart ends slow start when a round's RTT rises by an eighth of the
+// previous round's (4-16 ms), before a queue overflows.
+func (f *innerTCP) hystart(rtt time.Duration) {
+	if f.cwnd >= f.ssthresh || f.cwnd < 16 {
+		return
+	}
+	if f.una >= f.hsRoundEnd {
+		f.hsRoundEnd, f.hsLastMin, f.hsCurMin, f.hsSamples = f.next, f.hsCurMin, 0, 0
+	}
+	if f.hsSamples < 8 {
+		f.hsSamples++
+		if f.hsCurMin == 0 || rtt < f.hsCurMin {
+			f.hsCurMin = rtt
+		}
+		return
+	}
+	if f.hsLastMin > 0 && f.hsCurMin >= f.hsLastMin+min(max(f.hsLastMin/8, 4*time.Millisecond), 16*time.Millisecond) {
+		f.ssthresh = f.cwnd
+	}
 }
 
 // detectLoss is RACK: a packet sent before the most recently delivered
@@ -311,8 +338,11 @@ func (f *innerTCP) grow(now mono.Time) {
 	}
 	if f.epoch == 0 {
 		f.epoch = now
-		f.wMax = max(f.wMax, f.cwnd)
-		f.k = math.Cbrt(f.wMax * (1 - 0.7) / 0.4)
+		if f.wMax <= f.cwnd {
+			f.wMax, f.k = f.cwnd, 0 // no loss to recover from: grow at once (as Linux)
+		} else {
+			f.k = math.Cbrt(f.wMax * (1 - 0.7) / 0.4)
+		}
 	}
 	rtt := max(f.minRTT, time.Millisecond)
 	t := now.Sub(f.epoch).Seconds() + rtt.Seconds()

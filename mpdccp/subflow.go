@@ -215,9 +215,15 @@ func (sf *subflow) lossEstimate(now mono.Time, st *ccid.State) float64 {
 		return sf.lossRate
 	}
 	sent, lost := st.PacketsSent-sf.lossSent, st.PacketsLost-sf.lossLost
-	if sent >= 20 {
+	switch {
+	case sent >= 20:
 		sf.lossRate += (float64(lost)/float64(sent) - sf.lossRate) / 4
 		sf.lossSent, sf.lossLost, sf.lossAt = st.PacketsSent, st.PacketsLost, now
+	case now.Sub(sf.lossAt) >= 5*lossEvery:
+		// Too little traffic to measure: let an old verdict fade, so a
+		// path that looked lossy is tried again.
+		sf.lossRate /= 2
+		sf.lossAt = now
 	}
 	return sf.lossRate
 }

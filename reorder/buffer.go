@@ -889,7 +889,7 @@ func (b *buffer) refresh(now mono.Time) {
 			var t mono.Time = noTime
 			if sl.lost && sl.giveUpAt != noTime {
 				t = sl.giveUpAt
-			} else if !sl.lost && sl.gapOpen != noTime && b.allPathsPassed(now, b.next) {
+			} else if !sl.lost && sl.gapOpen != noTime && b.allPathsPassed(now, b.next, sl.gapOpen) {
 				t = sl.gapOpen.Add(2 * b.repairWaitNow(now))
 			}
 			if t > now {
@@ -950,7 +950,11 @@ func (b *buffer) lostGap(now mono.Time, sl *slot, seq uint64) bool {
 		// is overdue.
 		return !b.cfg.Repair || sl.giveUpAt != noTime && now >= sl.giveUpAt
 	}
-	if !b.allPathsPassed(now, seq) {
+	open := noTime
+	if known {
+		open = sl.gapOpen
+	}
+	if !b.allPathsPassed(now, seq, open) {
 		return false
 	}
 	if !b.cfg.Repair {
@@ -961,20 +965,39 @@ func (b *buffer) lostGap(now mono.Time, sl *slot, seq uint64) bool {
 	return known && sl.gapOpen != noTime && now.Sub(sl.gapOpen) >= 2*b.repairWaitNow(now)
 }
 
-// allPathsPassed reports whether every active path has already delivered
-// beyond seq: as paths keep their order, nothing can still bring it. A
-// path seen reordering by itself only counts once it passed seq longer
-// ago than it reorders. Without SetPaths a lone path may just be the
-// first one heard from.
-func (b *buffer) allPathsPassed(now mono.Time, seq uint64) bool {
+// allPathsPassed reports whether no path can still bring seq, missing
+// since open: every path has delivered beyond it (paths keep their
+// order), or has not but is past its delay difference to the fastest
+// path since the gap opened (a path that carried nothing for a while, or
+// just failed, must not hold gaps longer than it could take). A path seen
+// reordering by itself only counts once it passed seq longer ago than it
+// reorders. Without SetPaths a lone path may just be the first one heard
+// from.
+func (b *buffer) allPathsPassed(now mono.Time, seq uint64, open mono.Time) bool {
 	n := 0
+	minBase := time.Duration(-1)
+	for i := range b.paths {
+		if p := &b.paths[i]; p.told && p.active && p.baseOWD > 0 && (minBase < 0 || p.baseOWD < minBase) {
+			minBase = p.baseOWD
+		}
+	}
 	for i := range b.paths {
 		p := &b.paths[i]
-		if !b.activePath(p, now) {
+		if !(p.told && p.active) && !(p.seen && now.Sub(p.lastAt) <= pathIdle) {
 			continue
 		}
 		if !p.seen || seqDiff(p.frontier, seq) <= 0 {
-			return false
+			if minBase < 0 || open == noTime {
+				// Delays unknown: a path silent for long carries nothing.
+				if !p.seen || now.Sub(p.lastAt) <= pathIdle {
+					return false
+				}
+				continue
+			}
+			if now < open.Add(max(p.rttOWD, p.baseOWD)-minBase+2*b.margin()) {
+				return false
+			}
+			continue
 		}
 		if w := p.inPath.get(now); w > 0 {
 			if at, ok := p.passedAt(seq); !ok || now.Sub(at) < w+b.margin() {

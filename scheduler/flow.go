@@ -154,14 +154,16 @@ func (s *flowSched) PickFlow(now mono.Time, paths []Path, f FlowPacket) FlowDeci
 	fe.last = now
 	prim := &paths[pi]
 	pd := delay(prim, repair)
-	// The wait worth building before the slowest useful path helps.
+	// The wait worth building before the slowest useful path helps: its
+	// base delay difference (a queue on that path is no reason to queue
+	// more here; the flow backs off instead).
 	var extra time.Duration
 	for i := range paths {
 		q := &paths[i]
 		if i == pi || !eligible(q, floor) || q.Loss > maxUsefulLoss {
 			continue
 		}
-		extra = max(extra, delay(q, repair)-pd+margin(prim, q))
+		extra = max(extra, cost(q, repair)-cost(prim, repair)+margin(prim, q))
 	}
 	if ready(prim, now) {
 		s.pick(prim.ID)
