@@ -11,6 +11,7 @@ import (
 	"github.com/mptun/mptun/ccid"
 	"github.com/mptun/mptun/ccid/aqm"
 	"github.com/mptun/mptun/flow"
+	"github.com/mptun/mptun/internal/defaults"
 	"github.com/mptun/mptun/internal/mono"
 	"github.com/mptun/mptun/mpdccp/wire"
 	"github.com/mptun/mptun/reorder"
@@ -321,7 +322,7 @@ func (c *Conn) schedulerFor(class int) scheduler.Scheduler {
 // SetScheduler swaps the scheduler of the default traffic class.
 func (c *Conn) SetScheduler(name string) error {
 	c.touch()
-	s, err := scheduler.New(resolveName(name, defaultScheduler, fallbackScheduler, scheduler.Names()), scheduler.Config{})
+	s, err := scheduler.New(orDefault(name, defaults.Scheduler), scheduler.Config{})
 	if err != nil {
 		return fmt.Errorf("mpdccp: %w", err)
 	}
@@ -334,7 +335,7 @@ func (c *Conn) SetScheduler(name string) error {
 // delivered first (they are moved in arrival order).
 func (c *Conn) SetReorderer(name string, cfg reorder.Config) error {
 	c.touch()
-	r, err := reorder.New(resolveName(name, defaultReorderer, fallbackReorderer, reorder.Names()), c.ep.reorderConfig(cfg))
+	r, err := reorder.New(orDefault(name, defaults.Reorderer), c.ep.reorderConfig(cfg))
 	if err != nil {
 		return fmt.Errorf("mpdccp: %w", err)
 	}
@@ -366,10 +367,7 @@ func (c *Conn) pathByID(id int) *subflow {
 func (c *Conn) newSubflow(now mono.Time, p PathConfig, join bool) (*subflow, error) {
 	c.touch()
 	e := c.ep
-	name := e.ccidName
-	if p.CCID != "" {
-		name = resolveName(p.CCID, defaultCCID, fallbackCCID, ccid.Names())
-	}
+	name := orDefault(p.CCID, e.ccidName)
 	cfg := e.cfg.CC
 	if cfg.MSS == 0 {
 		cfg.MSS = e.cfg.MaxPacket

@@ -3,9 +3,9 @@
 package aqm
 
 import (
-	"math"
 	"time"
 
+	"github.com/mptun/mptun/internal/codel"
 	"github.com/mptun/mptun/internal/mono"
 )
 
@@ -33,6 +33,8 @@ type FQ struct {
 	n       int
 	bytes   int
 	stats   Stats
+	cur     fqEntry // CoDel's current packet (fqView)
+	curFlow int
 }
 
 // FQConfig parameterises an FQ. Config's Target, Interval, Limit (all
@@ -67,25 +69,15 @@ type fqFlow struct {
 	deficit    int
 	list       uint8
 	next       int32 // next flow on its list, -1 at the end
-	cd         codelState
+	cd         codel.State
 }
 
 // fqList is a singly linked list of flow indices.
 type fqList struct{ head, tail int32 }
 
-// codelState is one queue's CoDel state (RFC 8289 §5).
-type codelState struct {
-	firstAboveTime mono.Time
-	dropNext       mono.Time
-	count          uint32
-	lastCount      uint32
-	dropping       bool
-}
-
 // NewFQ returns an empty flow queue.
 func NewFQ(cfg FQConfig) *FQ {
-	c := New(cfg.Config).cfg // the single-queue defaults
-	cfg.Config = c
+	cfg.Config = cfg.Config.withDefaults()
 	if cfg.Buckets <= 0 {
 		cfg.Buckets = 256
 	}
@@ -302,96 +294,54 @@ func (q *FQ) Dequeue(now mono.Time, p Picker) (pkt []byte, flow int, ok bool) {
 	return nil, 0, false
 }
 
-// dequeueFlow is CoDel (RFC 8289) on bucket f with target Target+extra.
+// dequeueFlow is CoDel (RFC 8289, internal/codel) on bucket f with target
+// Target+extra.
 func (q *FQ) dequeueFlow(now mono.Time, f int, extra time.Duration) ([]byte, bool) {
-	fl := &q.flows[f]
-	cd := &fl.cd
-	target := q.cfg.Target + extra
-	e, ok, okToDrop := q.doDequeue(now, f, target)
-	if !ok {
-		cd.dropping = false
-		return nil, false
-	}
+	q.curFlow = f
+	var ok bool
 	if q.cfg.Disabled {
-		q.stats.Dequeued++
-		return e.pkt, true
+		_, _, ok = (*fqView)(q).Next(now)
+	} else {
+		p := codel.Params{Target: q.cfg.Target + extra, Interval: q.cfg.Interval, MTU: q.cfg.MTU}
+		ok = q.flows[f].cd.Dequeue(now, p, (*fqView)(q))
 	}
-	if cd.dropping {
-		if !okToDrop {
-			cd.dropping = false
-		}
-		for cd.dropping && now >= cd.dropNext {
-			cd.count++
-			if q.signal(e) {
-				cd.dropNext = q.controlLaw(cd, cd.dropNext)
-				break
-			}
-			e, ok, okToDrop = q.doDequeue(now, f, target)
-			if !ok {
-				cd.dropping = false
-				return nil, false
-			}
-			if !okToDrop {
-				cd.dropping = false
-			} else {
-				cd.dropNext = q.controlLaw(cd, cd.dropNext)
-			}
-		}
-	} else if okToDrop {
-		sent := q.signal(e)
-		if !sent {
-			e, ok, _ = q.doDequeue(now, f, target)
-		}
-		cd.dropping = true
-		delta := cd.count - cd.lastCount
-		if delta > 1 && now.Sub(cd.dropNext) < 16*q.cfg.Interval {
-			cd.count = delta
-		} else {
-			cd.count = 1
-		}
-		cd.dropNext = q.controlLaw(cd, now)
-		cd.lastCount = cd.count
-		if !ok {
-			return nil, false
-		}
+	e := q.cur
+	q.cur = fqEntry{}
+	if !ok {
+		return nil, false
 	}
 	q.stats.Dequeued++
 	return e.pkt, true
 }
 
-func (q *FQ) doDequeue(now mono.Time, f int, target time.Duration) (fqEntry, bool, bool) {
-	cd := &q.flows[f].cd
-	e, ok := q.pop(f)
+// fqView is bucket curFlow as internal/codel sees it.
+type fqView FQ
+
+// Next pops the flow's head as CoDel's current packet.
+func (v *fqView) Next(now mono.Time) (time.Duration, int, bool) {
+	q := (*FQ)(v)
+	e, ok := q.pop(q.curFlow)
+	q.cur = e
 	if !ok {
-		cd.firstAboveTime = 0
-		return e, false, false
+		return 0, 0, false
 	}
 	soj := now.Sub(e.enq)
 	if soj > q.stats.MaxSojourn {
 		q.stats.MaxSojourn = soj
 	}
-	if soj < target || q.flows[f].bytes <= q.cfg.MTU {
-		cd.firstAboveTime = 0
-		return e, true, false
-	}
-	if cd.firstAboveTime == 0 {
-		cd.firstAboveTime = now.Add(q.cfg.Interval)
-		return e, true, false
-	}
-	return e, true, now >= cd.firstAboveTime
+	return soj, q.flows[q.curFlow].bytes, true
 }
 
-func (q *FQ) controlLaw(cd *codelState, t mono.Time) mono.Time {
-	return t.Add(time.Duration(float64(q.cfg.Interval) / math.Sqrt(float64(cd.count))))
-}
-
-func (q *FQ) signal(e fqEntry) bool {
-	if !q.cfg.NoECN && MarkCE(e.pkt) {
+// Signal marks the current packet CE if it is ECN-capable, else drops it.
+func (v *fqView) Signal() bool {
+	q := (*FQ)(v)
+	if !q.cfg.NoECN && MarkCE(q.cur.pkt) {
 		q.stats.Marked++
 		return true
 	}
 	q.stats.Dropped++
-	q.drop(e.pkt)
+	q.drop(q.cur.pkt)
+	q.cur = fqEntry{}
 	return false
 }
 
@@ -406,7 +356,7 @@ func (q *FQ) Flush(fn func([]byte)) {
 			fn(e.pkt)
 		}
 		fl := &q.flows[f]
-		fl.list, fl.next, fl.cd, fl.deficit = listNone, -1, codelState{}, 0
+		fl.list, fl.next, fl.cd, fl.deficit = listNone, -1, codel.State{}, 0
 	}
 	q.newList, q.oldList = fqList{-1, -1}, fqList{-1, -1}
 }
