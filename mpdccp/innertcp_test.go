@@ -20,43 +20,58 @@ import (
 // how a tunnel design treats the flows inside, deterministically and
 // without a lab.
 type innerTCP struct {
-	h       *harness
+	h        *harness
 	dataSide int
-	port    uint16
-	conn    [2]*Conn // the two ends' connections (data side first)
-	pktSize int
+	port     uint16
+	conn     [2]*Conn // the two ends' connections (data side first)
+	pktSize  int
 
 	// Sender.
-	cwnd, ssthresh  float64
-	wMax, k         float64
-	epoch           mono.Time
-	pkts            []tcpPkt // by sequence number
-	next, una       uint64
-	inflight        int
-	minRTT, srtt    time.Duration
-	rttvar          time.Duration
-	lastProgress    mono.Time
-	recoveryEnd     uint64
-	rackSent        mono.Time // send time of the most recently delivered packet
-	rackRTT         time.Duration
-	retrans, rtos   int
-	spurious        int
-	rttSamples      []time.Duration
+	cwnd, ssthresh float64
+	wMax, k        float64
+	epoch          mono.Time
+	pkts           []tcpPkt // by sequence number
+	next, una      uint64
+	inflight       int
+	minRTT, srtt   time.Duration
+	rttvar         time.Duration
+	lastProgress   mono.Time
+	recoveryEnd    uint64
+	rackSent       mono.Time // send time of the most recently delivered packet
+	rackRTT        time.Duration
+	retrans, rtos  int
+	spurious       int
+	rttSamples     []time.Duration
 	// HyStart (delay increase, as Linux CUBIC's default): the round's
 	// smallest of its first 8 RTT samples against the previous round's.
-	hsRoundEnd            uint64
-	hsSamples             int
-	hsCurMin, hsLastMin   time.Duration
-	stopAt          mono.Time
+	hsRoundEnd          uint64
+	hsSamples           int
+	hsCurMin, hsLastMin time.Duration
+	stopAt              mono.Time
 	// Receiver.
-	rcvd       []bool
-	rcvNext    uint64
-	ackPending int
-	delivered  uint64 // in-order packets
-	deliveredT []mono.Time
-	dupData    int
+	rcvd        []bool
+	rcvNext     uint64
+	ackPending  int
+	delivered   uint64 // in-order packets
+	deliveredT  []mono.Time
+	dupData     int
 	oooArrivals int
+
+	// A short transfer (startTransfer): the receiver opens the connection
+	// (SYN, SYN-ACK), sends a request, the sender answers with limit
+	// packets; done runs when the last one is delivered.
+	limit   uint64
+	done    func(now mono.Time)
+	started bool
 }
+
+// Control messages of a short transfer, in the seq field.
+const (
+	tcpCtl    = 1 << 62
+	tcpSYN    = tcpCtl | 1
+	tcpSYNACK = tcpCtl | 2
+	tcpREQ    = tcpCtl | 3
+)
 
 type tcpPkt struct {
 	sent      mono.Time
@@ -158,7 +173,8 @@ func (f *innerTCP) trySend() {
 			sent = true
 		}
 	}
-	for now < f.stopAt && float64(f.inflight) < f.cwnd && f.conn[0].queued() < f.h.ep[f.dataSide].cfg.SendQueue-8 {
+	for now < f.stopAt && (f.limit == 0 || f.next < f.limit) && float64(f.inflight) < f.cwnd &&
+		f.conn[0].queued() < f.h.ep[f.dataSide].cfg.SendQueue-8 {
 		f.send(f.next, false)
 		f.next++
 		sent = true
@@ -171,6 +187,11 @@ func (f *innerTCP) trySend() {
 // onData runs at the receiver.
 func (f *innerTCP) onData(b []byte) {
 	seq := binary.BigEndian.Uint64(b[24:])
+	if seq == tcpSYNACK {
+		f.conn[1].Send(f.h.sim.Now(), f.packet(true, tcpREQ, 60, 0))
+		f.h.service(1 - f.dataSide)
+		return
+	}
 	for uint64(len(f.rcvd)) <= seq {
 		f.rcvd = append(f.rcvd, false)
 	}
@@ -191,6 +212,9 @@ func (f *innerTCP) onData(b []byte) {
 		f.rcvNext++
 		f.delivered++
 		f.deliveredT = append(f.deliveredT, now)
+		if f.limit > 0 && f.delivered == f.limit && f.done != nil {
+			f.done(now)
+		}
 	}
 	f.ackPending++
 	if outOfOrder || f.ackPending >= 2 || f.rcvNext < uint64(len(f.rcvd)) {
@@ -230,6 +254,18 @@ func (f *innerTCP) sendAck(trigger uint64, echo uint64) {
 func (f *innerTCP) onAck(b []byte) {
 	now := f.h.sim.Now()
 	cum := binary.BigEndian.Uint64(b[24:])
+	switch cum {
+	case tcpSYN:
+		f.conn[0].Send(now, f.packet(false, tcpSYNACK, 60, 0))
+		f.h.service(f.dataSide)
+		return
+	case tcpREQ:
+		if !f.started {
+			f.started = true
+			f.start(mono.Never)
+		}
+		return
+	}
 	echo := mono.Time(binary.BigEndian.Uint64(b[32:]))
 	bits := binary.BigEndian.Uint64(b[40:])
 	trigger := uint64(binary.BigEndian.Uint32(b[48:]))
@@ -372,9 +408,18 @@ func (f *innerTCP) timer() {
 		f.lastProgress = now
 		f.trySend()
 	}
-	if now < f.stopAt.Add(2*time.Second) {
+	if f.limit > 0 && f.una < f.limit || f.limit == 0 && now < f.stopAt.Add(2*time.Second) {
 		f.h.sim.After(10*time.Millisecond, f.timer)
 	}
+}
+
+// startTransfer opens a short transfer of n packets from the data side:
+// the other side sends SYN, gets SYN-ACK, sends its request, and done runs
+// when the last data packet is delivered to it.
+func (f *innerTCP) startTransfer(n int, done func(now mono.Time)) {
+	f.limit, f.done = uint64(n), done
+	f.conn[1].Send(f.h.sim.Now(), f.packet(true, tcpSYN, 60, 0))
+	f.h.service(1 - f.dataSide)
 }
 
 // goodput is the receiver's in-order rate in bit/s over [from, to).
