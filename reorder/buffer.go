@@ -712,7 +712,8 @@ func (b *buffer) pathSeqLoss(now mono.Time, p *pathState, pathID int, prevSeq, p
 		first = now.Add(p.inPath.get(now) + b.margin())
 	}
 	if sure {
-		b.markLost(from, seq, first.Add(b.repairWaitNow(now)))
+		// Skipped if no repair came after every NACK had its round trip.
+		b.markLost(from, seq, first.Add(time.Duration(maxNACKs+1)*b.repairWaitNow(now)))
 	}
 	b.addHole(hole{path: pathID, before: prevSeq, after: seq, nextNACK: first, open: true})
 }
@@ -810,7 +811,11 @@ func (b *buffer) PollNACK(now mono.Time) (NACK, bool) {
 			continue
 		}
 		h.nacks++
-		h.nextNACK = now.Add(b.repairWaitNow(now))
+		rw := b.repairWaitNow(now)
+		h.nextNACK = now.Add(rw)
+		// The lost gaps wait for this repair, and for the ones still to
+		// be asked for.
+		giveUp := now.Add(time.Duration(maxNACKs-h.nacks+1) * rw)
 		b.stats.NACKs++
 		from := (h.before + 1) & seqMask
 		if seqDiff(from, b.next) < 0 {
@@ -818,7 +823,7 @@ func (b *buffer) PollNACK(now mono.Time) (NACK, bool) {
 		}
 		for g := from; g != h.after; g = (g + 1) & seqMask {
 			if sl := &b.slots[g&b.mask]; !sl.used && sl.lost && sl.it.Seq == g {
-				sl.giveUpAt = mono.Max(sl.giveUpAt, h.nextNACK)
+				sl.giveUpAt = giveUp
 				if sl.nackAt == noTime {
 					sl.nackAt = now
 				}

@@ -64,14 +64,21 @@ func (*flowSched) Name() string { return "flow" }
 // waiting for window or pacing: base one-way delay plus the chance of a
 // loss times the time a repair takes (about the fastest round trip).
 func cost(p *Path, repair time.Duration) time.Duration {
-	return p.OWD + time.Duration(p.Loss*float64(repair))
+	return p.OWD + lossCost(p, repair)
+}
+
+// lossCost is the expected delay repairs add to a packet sent on p: a
+// repair for the loss, another for the repair's loss, ...
+func lossCost(p *Path, repair time.Duration) time.Duration {
+	l := min(p.Loss, 0.99)
+	return time.Duration(l / (1 - l) * float64(repair))
 }
 
 // delay is the path's one-way delay now: its base delay, or half its
 // smoothed RTT when that is larger (a queue on the path), plus the
 // expected cost of repairing its losses.
 func delay(p *Path, repair time.Duration) time.Duration {
-	return max(p.OWD, p.SRTT/2) + time.Duration(p.Loss*float64(repair))
+	return max(p.OWD, p.SRTT/2) + lossCost(p, repair)
 }
 
 // repairTime is about how long a loss repair takes: the receiver's
@@ -88,7 +95,8 @@ func repairTime(paths []Path, floor uint8) time.Duration {
 }
 
 // cheapest returns the index of the eligible path with the lowest cost
-// (ties: the higher pacing rate), or -1.
+// (ties: the higher pacing rate), or -1. A path losing more than
+// maxUsefulLoss is taken only when no other is eligible.
 func cheapest(paths []Path, floor uint8, repair time.Duration, readyOnly bool, now mono.Time) int {
 	best := -1
 	for i := range paths {
@@ -100,8 +108,15 @@ func cheapest(paths []Path, floor uint8, repair time.Duration, readyOnly bool, n
 			best = i
 			continue
 		}
-		c, bc := cost(p, repair), cost(&paths[best], repair)
-		if c < bc || c == bc && p.PacingRate > paths[best].PacingRate {
+		b := &paths[best]
+		if lossy, bLossy := p.Loss > maxUsefulLoss, b.Loss > maxUsefulLoss; lossy != bLossy {
+			if bLossy {
+				best = i
+			}
+			continue
+		}
+		c, bc := cost(p, repair), cost(b, repair)
+		if c < bc || c == bc && p.PacingRate > b.PacingRate {
 			best = i
 		}
 	}
