@@ -999,7 +999,10 @@ func (b *buffer) allPathsPassed(now mono.Time, seq uint64, open mono.Time) bool 
 				}
 				continue
 			}
-			if now < open.Add(max(p.rttOWD, p.baseOWD)-minBase+2*b.margin()) {
+			// Its delay difference to the fastest path, with the jitter
+			// seen (RTT variation, and how late its packets came).
+			lag := max(max(p.rttOWD, p.baseOWD)-minBase+4*b.maxRTTVar, p.late.get(now)) + 2*b.margin()
+			if now < open.Add(lag) {
 				return false
 			}
 			continue
