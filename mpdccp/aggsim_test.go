@@ -43,6 +43,11 @@ type cellResult struct {
 // flow scheduler, adaptive reorderer, repair, AQM) unless cfg says
 // otherwise, and measures goodput after a warm-up of a quarter.
 func runInnerBulk(t testing.TB, cell simCell, n int, cfg Config, dur time.Duration) cellResult {
+	return runInner(t, cell, n, cfg, dur, false)
+}
+
+// runInner is runInnerBulk with inner CUBIC or (bbr) BBR.
+func runInner(t testing.TB, cell simCell, n int, cfg Config, dur time.Duration, bbr bool) cellResult {
 	if cfg.CCID == "" {
 		cfg.CCID = "bbr"
 	}
@@ -58,6 +63,9 @@ func runInnerBulk(t testing.TB, cell simCell, n int, cfg Config, dur time.Durati
 		t.Fatalf("%s: not open\n%s", cell.name, h.dumpEvents())
 	}
 	f := newInnerTCP(h, sideClient, 5201, 1400)
+	if bbr {
+		f.bbr = newInnerBBR(1400)
+	}
 	flows = append(flows, f)
 	start := h.sim.Now()
 	f.start(start.Add(dur))
@@ -103,13 +111,19 @@ func TestSimMatrixReport(t *testing.T) {
 		t.Skip("long simulation report; run without -short")
 	}
 	const dur = 20 * time.Second
-	fmt.Printf("%-28s %8s %8s %6s %6s %7s %5s %5s %8s\n", "cell", "1 path", "2 paths", "ratio", "/sum", "retrans", "rto", "spur", "rtt p50")
-	for _, cell := range simCells {
-		one := runInnerBulk(t, cell, 1, Config{}, dur)
-		two := runInnerBulk(t, cell, 2, Config{}, dur)
-		sum := cell.rate[0] + cell.rate[1]
-		fmt.Printf("%-28s %8.2f %8.2f %6.2f %6.2f %7d %5d %5d %8v\n", cell.name, one.goodput/1e6, two.goodput/1e6,
-			two.goodput/one.goodput, two.goodput/sum, two.retrans, two.rtos, two.spur, two.rttP50.Round(time.Millisecond))
+	fmt.Printf("%-28s %-5s %8s %8s %6s %6s %7s %5s %5s %8s\n", "cell", "inner", "1 path", "2 paths", "ratio", "/sum", "retrans", "rto", "spur", "rtt p50")
+	for _, bbr := range []bool{false, true} {
+		for _, cell := range simCells {
+			one := runInner(t, cell, 1, Config{}, dur, bbr)
+			two := runInner(t, cell, 2, Config{}, dur, bbr)
+			sum := cell.rate[0] + cell.rate[1]
+			cc := "cubic"
+			if bbr {
+				cc = "bbr"
+			}
+			fmt.Printf("%-28s %-5s %8.2f %8.2f %6.2f %6.2f %7d %5d %5d %8v\n", cell.name, cc, one.goodput/1e6, two.goodput/1e6,
+				two.goodput/one.goodput, two.goodput/sum, two.retrans, two.rtos, two.spur, two.rttP50.Round(time.Millisecond))
+		}
 	}
 	_ = mono.Never
 }
@@ -117,7 +131,7 @@ func TestSimMatrixReport(t *testing.T) {
 func defaultAQM() *aqm.Config { return &aqm.Config{Target: 20 * time.Millisecond} }
 
 // TestSimDoNoHarm checks the robust-aggregation and latency promises in
-// simulation, with one inner CUBIC flow (innerTCP) and the defaults: on
+// simulation, with one inner CUBIC or BBR flow (innerTCP) and the defaults: on
 // every cell two paths give at least 0.95 of what the fast path alone
 // gives, and where the second path is worth it (lossless or lossy at 2 %,
 // moderate delay difference) clearly more; a ping and a short transfer
@@ -137,6 +151,15 @@ func TestSimDoNoHarm(t *testing.T) {
 		}
 		if (i <= 2 || i == 5) && ratio < 1.2 {
 			t.Errorf("%s: two paths give only %.2f of one: the second path is not used", cell.name, ratio)
+		}
+	}
+	// Inner BBR: never below the fast path alone either.
+	for _, cell := range simCells {
+		one := runInner(t, cell, 1, Config{}, dur, true)
+		two := runInner(t, cell, 2, Config{}, dur, true)
+		t.Logf("%-28s BBR one path %.2f, two %.2f Mbit/s (%.2f)", cell.name, one.goodput/1e6, two.goodput/1e6, two.goodput/one.goodput)
+		if two.goodput < 0.95*one.goodput {
+			t.Errorf("%s: inner BBR gets %.2f of the fast path alone over two paths", cell.name, two.goodput/one.goodput)
 		}
 	}
 	for _, cell := range []simCell{simCells[0], simCells[3]} {

@@ -63,6 +63,9 @@ type innerTCP struct {
 	limit   uint64
 	done    func(now mono.Time)
 	started bool
+
+	bbr      *innerBBR // BBR instead of CUBIC
+	paceWait bool      // a trySend is scheduled at the pacer's time
 }
 
 // Control messages of a short transfer, in the seq field.
@@ -74,11 +77,12 @@ const (
 )
 
 type tcpPkt struct {
-	sent      mono.Time
-	sacked    bool
-	lost      bool
-	retrans   bool
-	delivered bool // first copy arrived (receiver side, for spurious counts)
+	sent         mono.Time
+	bbrDelivered uint64 // BBR: bytes delivered when it was sent
+	sacked       bool
+	lost         bool
+	retrans      bool
+	delivered    bool // first copy arrived (receiver side, for spurious counts)
 }
 
 const (
@@ -159,21 +163,43 @@ func (f *innerTCP) send(seq uint64, retrans bool) {
 	p := &f.pkts[seq]
 	p.sent, p.lost, p.retrans = now, false, retrans
 	f.inflight++
+	if f.bbr != nil {
+		p.bbrDelivered = f.bbr.delivered
+		f.bbr.onSend(now, float64(f.pktSize))
+	}
 	f.conn[0].Send(now, f.packet(false, seq, f.pktSize, 0))
 }
 
 func (f *innerTCP) trySend() {
 	now := f.h.sim.Now()
 	sent := false
+	// may says whether one more packet may leave now: window, and for BBR
+	// its pacer (a trySend is then scheduled at the release time).
+	may := func() bool {
+		if f.bbr == nil {
+			return float64(f.inflight) < f.cwnd
+		}
+		if float64(f.inflight) >= f.bbr.cwnd() {
+			return false
+		}
+		if f.bbr.nextSend > now {
+			if !f.paceWait {
+				f.paceWait = true
+				f.h.sim.At(f.bbr.nextSend, func() { f.paceWait = false; f.trySend() })
+			}
+			return false
+		}
+		return true
+	}
 	// Retransmissions first.
-	for s := f.una; s < f.next && float64(f.inflight) < f.cwnd; s++ {
+	for s := f.una; s < f.next && may(); s++ {
 		if p := &f.pkts[s]; p.lost && !p.sacked {
 			f.retrans++
 			f.send(s, true)
 			sent = true
 		}
 	}
-	for now < f.stopAt && (f.limit == 0 || f.next < f.limit) && float64(f.inflight) < f.cwnd &&
+	for now < f.stopAt && (f.limit == 0 || f.next < f.limit) && may() &&
 		f.conn[0].queued() < f.h.ep[f.dataSide].cfg.SendQueue-8 {
 		f.send(f.next, false)
 		f.next++
@@ -276,8 +302,11 @@ func (f *innerTCP) onAck(b []byte) {
 	for f.una < cum && f.una < uint64(len(f.pkts)) {
 		p := &f.pkts[f.una]
 		if !p.sacked {
-			f.inflight--
+			if !p.lost {
+				f.inflight--
+			}
 			acked++
+			f.bbrAck(now, p)
 		}
 		f.una++
 		f.lastProgress = now
@@ -290,6 +319,7 @@ func (f *innerTCP) onAck(b []byte) {
 				f.inflight--
 			}
 			acked++
+			f.bbrAck(now, &f.pkts[s])
 		}
 	}
 	if echo > 0 {
@@ -315,6 +345,17 @@ func (f *innerTCP) onAck(b []byte) {
 		f.grow(now)
 	}
 	f.trySend()
+}
+
+// bbrAck feeds a delivered packet to the BBR model.
+func (f *innerTCP) bbrAck(now mono.Time, p *tcpPkt) {
+	if f.bbr != nil {
+		rtt := now.Sub(p.sent)
+		if p.retrans {
+			rtt = 0 // Karn: the ACK may be for the first copy
+		}
+		f.bbr.onAck(now, float64(f.pktSize), p.bbrDelivered, p.sent, rtt, float64(f.inflight))
+	}
 }
 
 // hystart ends slow start when a round's RTT rises by an eighth of the
