@@ -7,9 +7,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mptun/mptun/ccid"
 	"github.com/mptun/mptun/ccid/aqm"
 	"github.com/mptun/mptun/internal/mono"
 	"github.com/mptun/mptun/internal/netsim"
+	"github.com/mptun/mptun/reorder"
 )
 
 // simCell is one pair of paths of the scenario matrix, in simulation:
@@ -172,5 +174,43 @@ func TestSimDoNoHarm(t *testing.T) {
 			t.Errorf("%s: 10/100 KB take %v/%v over two paths, %v/%v over one", cell.name,
 				p50(two.short10), p50(two.short100), p50(one.short10), p50(one.short100))
 		}
+	}
+}
+
+// TestSimAblationReport prints what each mechanism of the default design
+// contributes, one switched off at a time, in simulation with inner CUBIC
+// (go test -run SimAblationReport -v): goodput over two paths, and a
+// ping's round trip and 100 KB transfers beside a bulk download.
+func TestSimAblationReport(t *testing.T) {
+	if testing.Short() {
+		t.Skip("long simulation report; run without -short")
+	}
+	noRandomLoss := ccid.DefaultBBRParams()
+	noRandomLoss.RandomLossMax = 0
+	variants := []struct {
+		name string
+		cfg  Config
+	}{
+		{"defaults (flow, adaptive, NACK)", Config{}},
+		{"previous defaults (rr, equalize, 100 ms)", Config{Scheduler: "rr", Reorderer: "equalize", Reorder: reorder.Config{MaxHold: 100 * time.Millisecond}}},
+		{"rr instead of flow", Config{Scheduler: "rr"}},
+		{"no NACK (Ack Vector repair only)", Config{NoNACK: true}},
+		{"BBR cuts on random loss", Config{CC: ccid.Config{BBR: &noRandomLoss}}},
+		{"fixed 100 ms hold", Config{Reorder: reorder.Config{MaxHold: 100 * time.Millisecond}}},
+	}
+	cells := []simCell{simCells[0], simCells[1], simCells[2], simCells[3], simCells[7]}
+	fmt.Printf("%-42s", "variant (Mbit/s; latency beside bulk)")
+	for _, c := range cells {
+		fmt.Printf(" %14s", c.name[:min(len(c.name), 14)])
+	}
+	fmt.Printf(" %9s %9s\n", "ping p50", "100KB p50")
+	for _, v := range variants {
+		row := fmt.Sprintf("%-42s", v.name)
+		for _, cell := range cells {
+			r := runInnerBulk(t, cell, 2, v.cfg, 16*time.Second)
+			row += fmt.Sprintf(" %14.2f", r.goodput/1e6)
+		}
+		l := runLatencyWith(t, simCells[0], 2, true, 8*time.Second, v.cfg)
+		fmt.Printf("%s %9v %9v\n", row, p50(l.ping).Round(100*time.Microsecond), p50(l.short100).Round(100*time.Microsecond))
 	}
 }

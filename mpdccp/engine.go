@@ -86,6 +86,10 @@ type Config struct {
 	// reorderer should then hold gaps for about a round trip. (Like AQM
 	// and ECN, off when zero; the daemon sets the product's defaults.)
 	Retransmit bool
+	// NoNACK drops the receiver's repair requests (NACKs) as if they were
+	// lost: losses are then repaired only from the Ack Vectors. For
+	// ablation studies.
+	NoNACK bool
 	// Classes map inner packets (protocol, ports, DSCP) to their own
 	// scheduler; unmatched packets use Scheduler.
 	Classes []scheduler.Rule

@@ -21,7 +21,15 @@ type latencyResult struct {
 // and the completion times of short transfers (SYN, SYN-ACK, request,
 // response; server to client), alone or beside a bulk CUBIC download.
 func runLatency(t testing.TB, cell simCell, n int, bulk bool, dur time.Duration) latencyResult {
-	cfg := Config{CCID: "bbr", Retransmit: true, AQM: defaultAQM()}
+	return runLatencyWith(t, cell, n, bulk, dur, Config{})
+}
+
+// runLatencyWith is runLatency with cfg's settings over the defaults.
+func runLatencyWith(t testing.TB, cell simCell, n int, bulk bool, dur time.Duration, cfg Config) latencyResult {
+	cfg.CCID, cfg.Retransmit = "bbr", true
+	if cfg.AQM == nil {
+		cfg.AQM = defaultAQM()
+	}
 	h := newHarness(t, harnessConfig{seed: 11, links: cell.links(n), cli: cfg, srv: cfg})
 	var flows []*innerTCP
 	var res latencyResult

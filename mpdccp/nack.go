@@ -67,6 +67,9 @@ func (c *Conn) pollNACKs(now mono.Time) {
 		if !ok {
 			return
 		}
+		if c.ep.cfg.NoNACK {
+			continue // as if every NACK were lost (ablation)
+		}
 		if len(c.nackOut) < maxNACKsOut {
 			c.nackOut = append(c.nackOut, n)
 		}
