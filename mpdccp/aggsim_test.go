@@ -57,7 +57,7 @@ func runInner(t testing.TB, cell simCell, n int, cfg Config, dur time.Duration, 
 	if cfg.AQM == nil {
 		cfg.AQM = defaultAQM()
 	}
-	h := newHarness(t, harnessConfig{seed: 3, links: cell.links(n), cli: cfg, srv: cfg})
+	h := newHarness(t, harnessConfig{seed: simSeed, links: cell.links(n), cli: cfg, srv: cfg})
 	var flows []*innerTCP
 	h.onDeliver = func(side int, c *Conn, b []byte) { routeInner(flows, side, b) }
 	c := h.dial(n)
@@ -151,7 +151,7 @@ func TestSimDoNoHarm(t *testing.T) {
 		if ratio < 0.95 {
 			t.Errorf("%s: two paths give %.2f of the fast path alone", cell.name, ratio)
 		}
-		if (i <= 2 || i == 5) && ratio < 1.2 {
+		if (i <= 2 || i == 5) && ratio < 1.1 {
 			t.Errorf("%s: two paths give only %.2f of one: the second path is not used", cell.name, ratio)
 		}
 	}
@@ -214,3 +214,6 @@ func TestSimAblationReport(t *testing.T) {
 		fmt.Printf("%s %9v %9v\n", row, p50(l.ping).Round(100*time.Microsecond), p50(l.short100).Round(100*time.Microsecond))
 	}
 }
+
+// simSeed seeds the inner-flow simulations.
+var simSeed int64 = 3

@@ -12,9 +12,12 @@ import (
 )
 
 func TestNACKEncoding(t *testing.T) {
-	for _, n := range []reorder.NACK{{Before: 1, After: 3}, {Before: 0xffffffffffff, After: 5}, {Before: 100, After: 70000}} {
+	for _, n := range []reorder.NACK{{Before: 1, After: 3}, {Before: 0xffffffffffff, After: 5}, {Before: 100, After: 70000}, {Path: -1, Before: 8, After: 10}} {
 		raw := putNACK(nil, n)
-		before, after, ok := parseNACK(raw)
+		before, after, missing, ok := parseNACK(raw)
+		if missing != (n.Path < 0) {
+			t.Errorf("%+v: kind lost", n)
+		}
 		want := n.Before
 		if seqDiff(n.After, n.Before) > 0xffff {
 			want = seqAdd(n.After, -0xffff) // the distance saturates: a shorter range
@@ -24,7 +27,7 @@ func TestNACKEncoding(t *testing.T) {
 		}
 	}
 	for _, raw := range [][]byte{nil, {'N'}, {'X', 0, 0, 0, 0, 0, 1, 0, 2}, {'N', 0, 0, 0, 0, 0, 9, 0, 1}} {
-		if _, _, ok := parseNACK(raw); ok {
+		if _, _, _, ok := parseNACK(raw); ok {
 			t.Errorf("parseNACK(% x) accepted", raw)
 		}
 	}
@@ -33,7 +36,7 @@ func TestNACKEncoding(t *testing.T) {
 func FuzzParseNACK(f *testing.F) {
 	f.Add(putNACK(nil, reorder.NACK{Before: 7, After: 10}))
 	f.Fuzz(func(t *testing.T, raw []byte) {
-		before, after, ok := parseNACK(raw)
+		before, after, _, ok := parseNACK(raw)
 		if ok && seqDiff(after, before) < 2 {
 			t.Fatalf("range %d..%d holds nothing", before, after)
 		}

@@ -21,8 +21,12 @@ import (
 //   - 'N', After (6 bytes), After−Before (2 bytes): a NACK: the data
 //     packets sent on one path between those with MP_SEQ Before and After
 //     were lost; please send them again (rtxOnNACK).
+//   - 'M', same fields: the MP_SEQs between Before and After are missing,
+//     no path's sequence showed where: send again those still
+//     unacknowledged, wherever they went (rtxOnMissing).
 const (
 	expNACK    = 'N'
+	expMissing = 'M'
 	expNACKLen = 1 + 6 + 2
 	// maxNACKsOut bounds the NACKs waiting for a packet to carry them.
 	maxNACKsOut = 16
@@ -32,6 +36,9 @@ const (
 func putNACK(dst []byte, n reorder.NACK) []byte {
 	var b [expNACKLen]byte
 	b[0] = expNACK
+	if n.Path < 0 {
+		b[0] = expMissing
+	}
 	after := n.After & wire.MaxSeq
 	for i := 0; i < 6; i++ {
 		b[1+i] = byte(after >> (8 * (5 - i)))
@@ -40,19 +47,21 @@ func putNACK(dst []byte, n reorder.NACK) []byte {
 	return append(dst, b[:]...)
 }
 
-// parseNACK decodes the MP_EXP data of a NACK.
-func parseNACK(raw []byte) (before, after uint64, ok bool) {
-	if len(raw) != expNACKLen || raw[0] != expNACK {
-		return 0, 0, false
+// parseNACK decodes the MP_EXP data of a NACK; missing says it is the
+// 'M' kind.
+func parseNACK(raw []byte) (before, after uint64, missing, ok bool) {
+	if len(raw) != expNACKLen || raw[0] != expNACK && raw[0] != expMissing {
+		return 0, 0, false, false
 	}
+	missing = raw[0] == expMissing
 	for i := 0; i < 6; i++ {
 		after = after<<8 | uint64(raw[1+i])
 	}
 	d := binary.BigEndian.Uint16(raw[7:])
 	if d < 2 {
-		return 0, 0, false
+		return 0, 0, false, false
 	}
-	return seqAdd(after, -int64(d)), after, true
+	return seqAdd(after, -int64(d)), after, missing, true
 }
 
 // pollNACKs collects the reorderer's repair requests and makes the fastest
@@ -121,9 +130,13 @@ func (c *Conn) handleExp(now mono.Time, raw []byte, ro *rxOpts) {
 		ro.pathOrdered = true
 		return
 	}
-	if before, after, ok := parseNACK(raw); ok {
+	if before, after, missing, ok := parseNACK(raw); ok {
 		c.stats.NACKsReceived++
-		if c.ep.cfg.Retransmit {
+		switch {
+		case !c.ep.cfg.Retransmit:
+		case missing:
+			c.rtxOnMissing(now, before, after)
+		default:
 			c.rtxOnNACK(now, before, after)
 		}
 	}

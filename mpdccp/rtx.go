@@ -206,6 +206,26 @@ func (c *Conn) rtxOnNACK(now mono.Time, before, after uint64) {
 	}
 }
 
+// rtxOnMissing repairs the unacknowledged packets with an MP_SEQ between
+// before and after, on whichever subflow they went, that should have
+// arrived by now (the receiver saw every path pass them).
+func (c *Conn) rtxOnMissing(now mono.Time, before, after uint64) {
+	if seqDiff(after, before) <= 1 {
+		return
+	}
+	for _, sf := range c.subflows {
+		st := sf.cc.State()
+		due := max(sf.baseOWD(&st), st.SRTT/2) + 5*time.Millisecond
+		r := &sf.rtx
+		for i := r.head; i != r.tail; i++ {
+			e := &r.ents[i%rtxRingSize]
+			if e.b != nil && seqDiff(e.mpSeq, before) > 0 && seqDiff(e.mpSeq, after) < 0 && now.Sub(e.at) >= due {
+				c.rtxRepair(e)
+			}
+		}
+	}
+}
+
 // pollRepair sends a queued repair on the cheapest ready path and keeps it
 // there, so that a lost repair is repaired too.
 func (c *Conn) pollRepair(now mono.Time, buf []byte) (Transmit, bool) {

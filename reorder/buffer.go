@@ -738,7 +738,9 @@ func (b *buffer) addHole(h hole) {
 	}
 	*old = h
 	b.holeN++
-	b.path(h.path).openHoles++
+	if h.path >= 0 {
+		b.path(h.path).openHoles++
+	}
 	b.openHoles++
 }
 
@@ -747,7 +749,9 @@ func (b *buffer) closeHole(h *hole) {
 		return
 	}
 	h.open = false
-	b.path(h.path).openHoles--
+	if h.path >= 0 {
+		b.path(h.path).openHoles--
+	}
 	b.openHoles--
 }
 
@@ -894,8 +898,8 @@ func (b *buffer) refresh(now mono.Time) {
 			var t mono.Time = noTime
 			if sl.lost && sl.giveUpAt != noTime {
 				t = sl.giveUpAt
-			} else if !sl.lost && sl.gapOpen != noTime && b.allPathsPassed(now, b.next, sl.gapOpen) {
-				t = sl.gapOpen.Add(2 * b.repairWaitNow(now))
+			} else if !sl.lost && sl.gapOpen != noTime {
+				t = b.passTime(now, b.next, sl.gapOpen)
 			}
 			if t > now {
 				dl = mono.Min(dl, t)
@@ -940,10 +944,15 @@ func (b *buffer) OnTimer(now mono.Time) {
 
 // lostGap reports whether the missing seq at next can be given up now.
 func (b *buffer) lostGap(now mono.Time, sl *slot, seq uint64) bool {
-	if b.releasing && seqDiff(seq, b.releaseTo) <= 0 {
+	if b.mode == modePassive || b.buffered > b.cfg.BufferLimit {
 		return true
 	}
-	if b.mode == modePassive || b.buffered > b.cfg.BufferLimit {
+	if b.cfg.Repair && sl.it.Seq == seq && sl.lost && sl.giveUpAt != noTime {
+		// A repair is on its way: not even an expired hold gives it up
+		// before it is overdue.
+		return now >= sl.giveUpAt
+	}
+	if b.releasing && seqDiff(seq, b.releaseTo) <= 0 {
 		return true
 	}
 	if b.cfg.NoEarlyLoss {
@@ -959,26 +968,25 @@ func (b *buffer) lostGap(now mono.Time, sl *slot, seq uint64) bool {
 	if known {
 		open = sl.gapOpen
 	}
-	if !b.allPathsPassed(now, seq, open) {
+	if b.passTime(now, seq, open) > now {
 		return false
 	}
-	if !b.cfg.Repair {
+	if !b.cfg.Repair || !known {
 		return true
 	}
-	// Every path is past it, yet no path's sequence showed it lost (an
-	// ambiguous hole, or a path that closed): a repair may still come.
-	return known && sl.gapOpen != noTime && now.Sub(sl.gapOpen) >= 2*b.repairWaitNow(now)
+	b.nackMissing(now, seq)
+	return false
 }
 
-// allPathsPassed reports whether no path can still bring seq, missing
-// since open: every path has delivered beyond it (paths keep their
-// order), or has not but is past its delay difference to the fastest
-// path since the gap opened (a path that carried nothing for a while, or
-// just failed, must not hold gaps longer than it could take). A path seen
-// reordering by itself only counts once it passed seq longer ago than it
-// reorders. Without SetPaths a lone path may just be the first one heard
-// from.
-func (b *buffer) allPathsPassed(now mono.Time, seq uint64, open mono.Time) bool {
+// passTime is when no path can still bring seq, missing since open
+// (<= now: already; mono.Never: not while things stay as they are):
+// every path has delivered beyond it (paths keep their order), or has not
+// but is past its delay difference to the fastest path since the gap
+// opened (a path that carried nothing for a while, or just failed, must
+// not hold gaps longer than it could take). A path seen reordering by
+// itself only counts once it passed seq longer ago than it reorders.
+// Without SetPaths a lone path may just be the first one heard from.
+func (b *buffer) passTime(now mono.Time, seq uint64, open mono.Time) mono.Time {
 	n := 0
 	minBase := time.Duration(-1)
 	for i := range b.paths {
@@ -986,6 +994,7 @@ func (b *buffer) allPathsPassed(now mono.Time, seq uint64, open mono.Time) bool 
 			minBase = p.baseOWD
 		}
 	}
+	t := mono.Time(0)
 	for i := range b.paths {
 		p := &b.paths[i]
 		if !(p.told && p.active) && !(p.seen && now.Sub(p.lastAt) <= pathIdle) {
@@ -994,27 +1003,52 @@ func (b *buffer) allPathsPassed(now mono.Time, seq uint64, open mono.Time) bool 
 		if !p.seen || seqDiff(p.frontier, seq) <= 0 {
 			if minBase < 0 || open == noTime {
 				// Delays unknown: a path silent for long carries nothing.
-				if !p.seen || now.Sub(p.lastAt) <= pathIdle {
-					return false
+				if !p.seen {
+					return mono.Never
 				}
+				t = mono.Max(t, p.lastAt.Add(pathIdle+1))
 				continue
 			}
 			// Its delay difference to the fastest path, with the jitter
 			// seen (RTT variation, and how late its packets came).
 			lag := max(max(p.rttOWD, p.baseOWD)-minBase+4*b.maxRTTVar, p.late.get(now)) + 2*b.margin()
-			if now < open.Add(lag) {
-				return false
-			}
+			t = mono.Max(t, open.Add(lag))
 			continue
 		}
 		if w := p.inPath.get(now); w > 0 {
-			if at, ok := p.passedAt(seq); !ok || now.Sub(at) < w+b.margin() {
-				return false
+			at, ok := p.passedAt(seq)
+			if !ok {
+				return mono.Never
 			}
+			t = mono.Max(t, at.Add(w+b.margin()))
 		}
 		n++
 	}
-	return n >= 2 || (n == 1 && b.toldAny)
+	if n >= 2 || (n == 1 && b.toldAny) {
+		return t
+	}
+	return mono.Never
+}
+
+// nackMissing treats seq, which every path is past with no path's
+// sequence showing it lost (an ambiguous hole, a packet lost last on a
+// path, a path that closed), as lost somewhere: it is asked for by its
+// MP_SEQ, and waits for the repair like any lost gap.
+func (b *buffer) nackMissing(now mono.Time, seq uint64) {
+	// The run of missing seqs from seq on that every path is past goes
+	// together: one NACK, one wait.
+	end := (seq + 1) & seqMask
+	for seqDiff(b.highest, end) > 0 {
+		sl := &b.slots[end&b.mask]
+		if sl.used || sl.lost || sl.it.Seq != end || b.passTime(now, end, sl.gapOpen) > now {
+			break
+		}
+		end = (end + 1) & seqMask
+	}
+	rw := b.repairWaitNow(now)
+	b.markLost(seq, end, now.Add(time.Duration(maxNACKs+1)*rw))
+	b.stats.Holes++
+	b.addHole(hole{path: -1, before: (seq - 1) & seqMask, after: end, nextNACK: now, open: true})
 }
 
 // uncount removes a held packet from its flow's count.

@@ -165,3 +165,30 @@ func TestRepairIsNotInPathReordering(t *testing.T) {
 		t.Fatal("the second hole is not asked for at once")
 	}
 }
+
+// A gap that every path is past without any path's sequence showing it
+// lost (here: the slow path's last packet before it went quiet) is asked
+// for by MP_SEQ (NACK path -1) and waits for the repair.
+func TestMissingGapAskedForByMPSeq(t *testing.T) {
+	h := newHarness(t, "adaptive", Config{Repair: true})
+	h.r.SetPaths(twoPathInfo())
+	nk := h.r.(NACKer)
+	h.pushFlow(0, 1, 80, false)
+	h.pushFlow(0, 3, 80, false) // 2 went over the slow path and was lost there
+	// Past the slow path's delay difference (27 ms + jitter allowance),
+	// the buffer's own deadline comes up.
+	d := h.r.Deadline()
+	if d > 50*ms {
+		t.Fatalf("deadline %v, want within the slow path's delay", time.Duration(d))
+	}
+	h.now = d
+	h.r.OnTimer(h.now)
+	h.drain()
+	n, ok := nk.PollNACK(h.now)
+	if !ok || n.Path != -1 || n.Before != 1 || n.After != 3 {
+		t.Fatalf("NACK %+v %v, want MP_SEQ 2 by number", n, ok)
+	}
+	h.want(1) // 3 waits for the repair of 2
+	h.pushFlow(0, 2, 80, false)
+	h.want(1, 2, 3)
+}

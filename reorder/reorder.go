@@ -130,7 +130,10 @@ type Config struct {
 }
 
 // NACK asks the sender to repair the data packets a path lost between
-// two of its packets, named by their MP_SEQs (Before < lost < After).
+// two of its packets, named by their MP_SEQs (Before < lost < After); or,
+// with Path -1, the MP_SEQs between Before and After, on whatever path
+// they were sent (no path's sequence showed them lost, yet every path is
+// past them).
 type NACK struct {
 	Path          int
 	Before, After uint64
