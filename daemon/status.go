@@ -44,7 +44,7 @@ func (d *Daemon) Status(ctx context.Context) (control.Status, error) {
 				DeliveredPackets: cs.DeliveredPackets, DeliveredBytes: cs.DeliveredBytes,
 				QueueDrops: cs.QueueDrops, Repaired: cs.Repaired, NACKsSent: cs.NACKsSent, NACKsReceived: cs.NACKsReceived,
 				Reorder: reorderStatus(cs.Reorder),
-				AQM: aqmStatus(cs.AQM), SchedulerPicks: cs.Scheduler.Picks}
+				AQM:     aqmStatus(cs.AQM), SchedulerPicks: cs.Scheduler.Picks}
 			for _, p := range cs.Paths {
 				cc := p.CC
 				ps := control.PathStatus{ID: p.ID, Name: d.pathName[p.ID], State: p.State, Failed: p.Failed,

@@ -13,7 +13,7 @@ import (
 
 // latencyResult is what a cell's latency run measured.
 type latencyResult struct {
-	ping             []time.Duration // round trips of a 10/s ping
+	ping              []time.Duration // round trips of a 10/s ping
 	short10, short100 []time.Duration // completion of 10 KB and 100 KB transfers
 }
 
