@@ -143,6 +143,12 @@ var connFamilies = []family[control.ConnStatus]{
 	{"mptun_reorder_out_of_order_packets_total", "Packets delivered with a lower MP_SEQ than one delivered before.", "counter", func(c control.ConnStatus) float64 { return u(c.Reorder.OutOfOrder) }},
 	{"mptun_reorder_skipped_gaps_total", "Sequence numbers given up on after the hold time.", "counter", func(c control.ConnStatus) float64 { return u(c.Reorder.GapsSkipped) }},
 	{"mptun_reorder_late_packets_total", "Packets that arrived after their gap was skipped.", "counter", func(c control.ConnStatus) float64 { return u(c.Reorder.GapsLateArrive) }},
+	{"mptun_nacks_sent_total", "Repair requests (NACKs) sent for packets missing in a path's sequence.", "counter", func(c control.ConnStatus) float64 { return u(c.NACKsSent) }},
+	{"mptun_nacks_received_total", "Repair requests (NACKs) received from the peer.", "counter", func(c control.ConnStatus) float64 { return u(c.NACKsReceived) }},
+	{"mptun_reorder_path_ordered_packets_total", "Packets delivered at once in their path's order (flows kept on one path).", "counter", func(c control.ConnStatus) float64 { return u(c.Reorder.PathOrdered) }},
+	{"mptun_reorder_holes_total", "Losses found in a path's own sequence.", "counter", func(c control.ConnStatus) float64 { return u(c.Reorder.Holes) }},
+	{"mptun_reorder_repaired_holes_total", "Holes filled by a repair.", "counter", func(c control.ConnStatus) float64 { return u(c.Reorder.Repaired) }},
+	{"mptun_reorder_unrepaired_holes_total", "Holes skipped: no repair came in time.", "counter", func(c control.ConnStatus) float64 { return u(c.Reorder.RepairGivenUp) }},
 	{"mptun_reorder_duplicate_packets_total", "Duplicate packets dropped by the reorderer (repairs and redundant copies).", "counter", func(c control.ConnStatus) float64 { return u(c.Reorder.Duplicates) }},
 }
 

@@ -128,7 +128,8 @@ function connCard(st, conn, rates, cr) {
     fact('queued', conn.queued),
     fact('held in reorder buffer', r.Buffered ?? 0),
     fact('gaps skipped', r.GapsSkipped ?? 0),
-    fact('repaired', conn.repaired ?? 0));
+    fact('repaired', conn.repaired ?? 0),
+    fact('repair requests sent', conn.nacks_sent ?? 0));
   const table = el('table', {class: 'paths'});
   table.append(el('thead', {}, el('tr', {},
     ...['path', 'state', 'local → remote', 'prio', 'ccid', 'received Mbit/s', 'sent Mbit/s', 'delivery Mbit/s', 'RTT ms', 'min RTT ms', 'loss %', 'cwnd / in flight', 'heard ms ago']
