@@ -281,6 +281,7 @@ func (c *Conn) receiveData(now mono.Time, sf *subflow, p *wire.Packet, ro *rxOpt
 	if len(p.Payload) == 0 {
 		return
 	}
+	c.noteData(now)
 	c.stats.Received++
 	if now.Sub(c.pathInfoAt) >= pathInfoEvery {
 		// RTT estimates move with every ack; the reorderer's view of
