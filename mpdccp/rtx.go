@@ -124,21 +124,6 @@ func (c *Conn) rtxOnFeedback(now mono.Time, sf *subflow, ackNo uint64, runs []cc
 	}
 }
 
-// rtxExpire drops packets too old to repair, so an idle or dead subflow
-// does not pin buffers.
-func (c *Conn) rtxExpire(now mono.Time, sf *subflow) {
-	r := &sf.rtx
-	maxAge := c.rtxMaxAge()
-	for r.head != r.tail {
-		e := &r.ents[r.head%rtxRingSize]
-		if e.b != nil && now.Sub(e.at) < maxAge {
-			return
-		}
-		c.rtxRelease(e)
-		r.head++
-	}
-}
-
 // pollRepair sends a queued repair on the ready path with the lowest RTT.
 func (c *Conn) pollRepair(now mono.Time, buf []byte) (Transmit, bool) {
 	for len(c.rtxQ) > 0 {

@@ -132,8 +132,6 @@ type pathState struct {
 	head, tail uint64
 }
 
-func (p *pathState) fifoLen() int { return int(p.tail - p.head) }
-
 // buffer implements every reorderer: they share the window, the
 // duplicate and loss logic and differ only in how long they hold.
 type buffer struct {
