@@ -6,7 +6,7 @@ FUZZTIME  ?= 20s
 SCENARIO  ?= configs/lab/demo.toml
 PKGS      := ./...
 
-.PHONY: all build deps test test-short test-race vet lint demo bench fuzz install clean help
+.PHONY: all build deps test test-short test-race vet lint demo bench fuzz install clean help release
 
 all: build
 
@@ -18,6 +18,7 @@ help:
 	@echo "make demo       run the demo scenario on the built-in lab (root)"
 	@echo "make bench      Go benchmarks of the protocol core and data path"
 	@echo "make fuzz       run every fuzz target for FUZZTIME each (default $(FUZZTIME))"
+	@echo "make release    stripped static mptund and mptun for linux amd64, arm64, arm (v7), mipsle (softfloat) in dist/"
 
 build:
 	@mkdir -p $(BIN)
@@ -74,5 +75,10 @@ install: build
 	install -d /etc/mptun
 	install -m 0644 systemd/mptund@.service /etc/systemd/system/
 
+# Cross-compiled, stripped, static binaries for CPE hardware; prints their
+# sizes and fails if mptund for arm64 is over 10 MB.
+release:
+	GO=$(GO) scripts/release.sh dist
+
 clean:
-	rm -rf $(BIN) lab-out
+	rm -rf $(BIN) lab-out dist
