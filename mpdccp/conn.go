@@ -43,7 +43,6 @@ type queued struct {
 // MP_REMOVEADDR) retransmitted until the peer's MP_CONFIRM echoes it.
 type ctrlItem struct {
 	opt      wire.MPOption
-	addr     [16]byte // backing for opt.Addr-independent copies
 	seq      uint64   // the MP_SEQ it travels with
 	sf       *subflow // MP_PRIO applies to the subflow it is sent on
 	next     mono.Time

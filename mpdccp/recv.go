@@ -493,7 +493,6 @@ type rxOpts struct {
 	fastKey   []byte
 	hasFast   bool
 	elapsed   time.Duration
-	mpCapable bool
 	confirmMP bool // Confirm L(MP_CAPABLE) seen
 	rttUpdate bool
 	mandatory bool

@@ -168,8 +168,6 @@ type pathState struct {
 	openHoles int // unresolved holes of this path
 }
 
-func (p *pathState) fifoLen() int { return int(p.tail - p.head) }
-
 // buffer implements every reorderer: they share the window, the
 // duplicate and loss logic and differ only in how long they hold.
 type buffer struct {
