@@ -390,7 +390,7 @@ func (b *BBR) OnPacketSent(now mono.Time, seq uint64, bytes int, inFlight bool) 
 	b.sentCum += uint64(bytes)
 	p.appLimited = b.appLimited != 0
 	p.probing = b.isProbingBW()
-	p.txInFlight = tx
+	p.txInFlight = int32(tx)
 	p.lostAtSend = b.netLost()
 	b.p.OnSent(now, bytes)
 	if float64(b.t.inFlightBytes+b.mss) > b.cwnd {
@@ -446,7 +446,7 @@ func (b *BBR) acked(p *sentPacket, idx uint64, ecn, late bool) {
 		b.rs.appLimited = p.appLimited
 		b.rs.sendElapsed = p.sent.Sub(p.firstSentTime)
 		b.rs.sentInInterval = p.sentCum + uint64(p.bytes) - p.firstSentCum
-		b.rs.txInFlight = p.txInFlight
+		b.rs.txInFlight = int(p.txInFlight)
 		b.rs.lostAtSend = p.lostAtSend
 		b.firstSentTime = p.sent
 		b.firstSentCum = p.sentCum

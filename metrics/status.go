@@ -3,11 +3,9 @@
 package metrics
 
 import (
-	"bufio"
 	"fmt"
 	"io"
 	"maps"
-	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -25,23 +23,23 @@ import (
 // between scrapes, so closed connections leave no stale label sets.
 // docs/metrics.md lists them; contrib/grafana/mptun.json plots them.
 func WriteStatus(w io.Writer, st control.Status) error {
-	e := &expo{w: bufio.NewWriter(w)}
+	e := newTextWriter(w)
 	paths := statusPaths(st)
 	for _, f := range pathFamilies {
-		e.family(f.name, f.help, f.typ)
+		e.header(f.name, f.help, f.typ)
 		for _, p := range paths {
 			e.sample(f.name, f.value(p.PathStatus), "conn", p.conn, "path", p.name)
 		}
 	}
 	for _, f := range connFamilies {
-		e.family(f.name, f.help, f.typ)
+		e.header(f.name, f.help, f.typ)
 		for _, c := range st.Conns {
 			e.sample(f.name, f.value(c), "conn", connLabel(st, c))
 		}
 	}
 	writeHold(e, st)
 	writeDrops(e, st)
-	e.family("mptun_connections", "MP-DCCP connections by state.", "gauge")
+	e.header("mptun_connections", "MP-DCCP connections by state.", gauge)
 	states := map[string]int{"open": 0}
 	for _, c := range st.Conns {
 		states[c.State]++
@@ -49,9 +47,9 @@ func WriteStatus(w io.Writer, st control.Status) error {
 	for _, s := range slices.Sorted(maps.Keys(states)) {
 		e.sample("mptun_connections", float64(states[s]), "state", s)
 	}
-	e.family("mptun_resets_sent_total", "DCCP Resets sent in answer to datagrams of no connection.", "counter")
+	e.header("mptun_resets_sent_total", "DCCP Resets sent in answer to datagrams of no connection.", counter)
 	e.sample("mptun_resets_sent_total", float64(st.ResetsSent))
-	e.family("mptun_uptime_seconds", "Time since mptund started.", "gauge")
+	e.header("mptun_uptime_seconds", "Time since mptund started.", gauge)
 	e.sample("mptun_uptime_seconds", st.UptimeS)
 	dp := st.Datapath
 	for _, q := range []struct {
@@ -59,7 +57,7 @@ func WriteStatus(w io.Writer, st control.Status) error {
 		us   float64
 	}{{"p50", dp.TimerLateP50us}, {"p99", dp.TimerLateP99us}, {"max", dp.TimerLateMaxus}} {
 		name := "mptun_timer_lateness_" + q.name + "_seconds"
-		e.family(name, "How late the data path's deadline timer fired ("+q.name+" of recent wake-ups).", "gauge")
+		e.header(name, "How late the data path's deadline timer fired ("+q.name+" of recent wake-ups).", gauge)
 		e.sample(name, q.us/1e6)
 	}
 	return e.flush()
@@ -109,54 +107,54 @@ func b(v bool) float64 {
 }
 
 var pathFamilies = []family[control.PathStatus]{
-	{"mptun_path_up", "1 if the path is open and neither failed nor suspected.", "gauge", func(p control.PathStatus) float64 { return b(p.Up()) }},
-	{"mptun_path_tx_packets_total", "Datagrams sent on the path (every DCCP packet type).", "counter", func(p control.PathStatus) float64 { return u(p.DatagramsSent) }},
-	{"mptun_path_tx_bytes_total", "Bytes sent on the path (UDP payload).", "counter", func(p control.PathStatus) float64 { return u(p.BytesSent) }},
-	{"mptun_path_rx_packets_total", "Datagrams received on the path.", "counter", func(p control.PathStatus) float64 { return u(p.DatagramsReceived) }},
-	{"mptun_path_rx_bytes_total", "Bytes received on the path (UDP payload).", "counter", func(p control.PathStatus) float64 { return u(p.BytesReceived) }},
-	{"mptun_path_sent_data_packets_total", "Data packets the path's congestion controller sent (the base of its loss rate).", "counter", func(p control.PathStatus) float64 { return u(p.PacketsSent) }},
-	{"mptun_path_lost_packets_total", "Data packets the path's congestion controller declared lost.", "counter", func(p control.PathStatus) float64 { return u(p.PacketsLost) }},
-	{"mptun_path_ecn_ce_packets_total", "Packets acknowledged with an ECN CE mark on the path.", "counter", func(p control.PathStatus) float64 { return u(p.ECNMarks) }},
-	{"mptun_path_spurious_congestion_events_total", "Congestion responses undone because the packet taken for lost arrived.", "counter", func(p control.PathStatus) float64 { return u(p.Spurious) }},
-	{"mptun_path_timeouts_total", "Retransmission timeouts of the path's congestion controller.", "counter", func(p control.PathStatus) float64 { return u(p.Timeouts) }},
-	{"mptun_path_srtt_seconds", "Smoothed round-trip time.", "gauge", func(p control.PathStatus) float64 { return p.RTTms / 1e3 }},
-	{"mptun_path_min_rtt_seconds", "Minimum round-trip time.", "gauge", func(p control.PathStatus) float64 { return p.MinRTTms / 1e3 }},
-	{"mptun_path_cwnd_packets", "Congestion window.", "gauge", func(p control.PathStatus) float64 { return float64(p.Cwnd) }},
-	{"mptun_path_in_flight_packets", "Packets sent and neither acknowledged nor declared lost.", "gauge", func(p control.PathStatus) float64 { return float64(p.InFlight) }},
-	{"mptun_path_delivery_rate_bytes_per_second", "The congestion controller's recent delivery rate estimate.", "gauge", func(p control.PathStatus) float64 { return p.RateMbps * 1e6 / 8 }},
-	{"mptun_path_pacing_rate_bytes_per_second", "Pacing rate.", "gauge", func(p control.PathStatus) float64 { return p.PacingMbps * 1e6 / 8 }},
-	{"mptun_path_last_heard_seconds", "Time since a datagram was last received on the path.", "gauge", func(p control.PathStatus) float64 { return p.LastHeardMs / 1e3 }},
+	{"mptun_path_up", "1 if the path is open and neither failed nor suspected.", gauge, func(p control.PathStatus) float64 { return b(p.Up()) }},
+	{"mptun_path_tx_packets_total", "Datagrams sent on the path (every DCCP packet type).", counter, func(p control.PathStatus) float64 { return u(p.DatagramsSent) }},
+	{"mptun_path_tx_bytes_total", "Bytes sent on the path (UDP payload).", counter, func(p control.PathStatus) float64 { return u(p.BytesSent) }},
+	{"mptun_path_rx_packets_total", "Datagrams received on the path.", counter, func(p control.PathStatus) float64 { return u(p.DatagramsReceived) }},
+	{"mptun_path_rx_bytes_total", "Bytes received on the path (UDP payload).", counter, func(p control.PathStatus) float64 { return u(p.BytesReceived) }},
+	{"mptun_path_sent_data_packets_total", "Data packets the path's congestion controller sent (the base of its loss rate).", counter, func(p control.PathStatus) float64 { return u(p.PacketsSent) }},
+	{"mptun_path_lost_packets_total", "Data packets the path's congestion controller declared lost.", counter, func(p control.PathStatus) float64 { return u(p.PacketsLost) }},
+	{"mptun_path_ecn_ce_packets_total", "Packets acknowledged with an ECN CE mark on the path.", counter, func(p control.PathStatus) float64 { return u(p.ECNMarks) }},
+	{"mptun_path_spurious_congestion_events_total", "Congestion responses undone because the packet taken for lost arrived.", counter, func(p control.PathStatus) float64 { return u(p.Spurious) }},
+	{"mptun_path_timeouts_total", "Retransmission timeouts of the path's congestion controller.", counter, func(p control.PathStatus) float64 { return u(p.Timeouts) }},
+	{"mptun_path_srtt_seconds", "Smoothed round-trip time.", gauge, func(p control.PathStatus) float64 { return p.RTTms / 1e3 }},
+	{"mptun_path_min_rtt_seconds", "Minimum round-trip time.", gauge, func(p control.PathStatus) float64 { return p.MinRTTms / 1e3 }},
+	{"mptun_path_cwnd_packets", "Congestion window.", gauge, func(p control.PathStatus) float64 { return float64(p.Cwnd) }},
+	{"mptun_path_in_flight_packets", "Packets sent and neither acknowledged nor declared lost.", gauge, func(p control.PathStatus) float64 { return float64(p.InFlight) }},
+	{"mptun_path_delivery_rate_bytes_per_second", "The congestion controller's recent delivery rate estimate.", gauge, func(p control.PathStatus) float64 { return p.RateMbps * 1e6 / 8 }},
+	{"mptun_path_pacing_rate_bytes_per_second", "Pacing rate.", gauge, func(p control.PathStatus) float64 { return p.PacingMbps * 1e6 / 8 }},
+	{"mptun_path_last_heard_seconds", "Time since a datagram was last received on the path.", gauge, func(p control.PathStatus) float64 { return p.LastHeardMs / 1e3 }},
 }
 
 var connFamilies = []family[control.ConnStatus]{
-	{"mptun_inner_sent_packets_total", "Inner packets sent into the tunnel.", "counter", func(c control.ConnStatus) float64 { return u(c.SentPackets) }},
-	{"mptun_inner_sent_bytes_total", "Bytes of inner packets sent into the tunnel.", "counter", func(c control.ConnStatus) float64 { return u(c.SentBytes) }},
-	{"mptun_inner_delivered_packets_total", "Inner packets delivered out of the tunnel.", "counter", func(c control.ConnStatus) float64 { return u(c.DeliveredPackets) }},
-	{"mptun_inner_delivered_bytes_total", "Bytes of inner packets delivered out of the tunnel.", "counter", func(c control.ConnStatus) float64 { return u(c.DeliveredBytes) }},
-	{"mptun_repaired_packets_total", "Data packets a path reported lost, sent once more (loss repair).", "counter", func(c control.ConnStatus) float64 { return u(c.Repaired) }},
-	{"mptun_send_queue_packets", "Inner packets waiting in the send queue.", "gauge", func(c control.ConnStatus) float64 { return float64(c.Queued) }},
-	{"mptun_send_queue_dropped_packets_total", "Inner packets the send queue refused or its AQM dropped.", "counter", func(c control.ConnStatus) float64 { return u(c.QueueDrops) }},
-	{"mptun_aqm_marked_packets_total", "Inner packets the send queue's CoDel marked CE.", "counter", func(c control.ConnStatus) float64 { return u(c.AQM.Marked) }},
-	{"mptun_aqm_dropped_packets_total", "Inner packets the send queue's CoDel dropped.", "counter", func(c control.ConnStatus) float64 { return u(c.AQM.Dropped) }},
-	{"mptun_reorder_buffered_packets", "Packets waiting in the reorder buffer.", "gauge", func(c control.ConnStatus) float64 { return float64(c.Reorder.Buffered) }},
-	{"mptun_reorder_held_packets_total", "Packets delivered after waiting in the reorder buffer.", "counter", func(c control.ConnStatus) float64 { return u(c.Reorder.Held) }},
-	{"mptun_reorder_out_of_order_packets_total", "Packets delivered with a lower MP_SEQ than one delivered before.", "counter", func(c control.ConnStatus) float64 { return u(c.Reorder.OutOfOrder) }},
-	{"mptun_reorder_skipped_gaps_total", "Sequence numbers given up on after the hold time.", "counter", func(c control.ConnStatus) float64 { return u(c.Reorder.GapsSkipped) }},
-	{"mptun_reorder_late_packets_total", "Packets that arrived after their gap was skipped.", "counter", func(c control.ConnStatus) float64 { return u(c.Reorder.GapsLateArrive) }},
-	{"mptun_nacks_sent_total", "Repair requests (NACKs) sent for packets missing in a path's sequence.", "counter", func(c control.ConnStatus) float64 { return u(c.NACKsSent) }},
-	{"mptun_nacks_received_total", "Repair requests (NACKs) received from the peer.", "counter", func(c control.ConnStatus) float64 { return u(c.NACKsReceived) }},
-	{"mptun_reorder_path_ordered_packets_total", "Packets delivered at once in their path's order (flows kept on one path).", "counter", func(c control.ConnStatus) float64 { return u(c.Reorder.PathOrdered) }},
-	{"mptun_reorder_holes_total", "Losses found in a path's own sequence.", "counter", func(c control.ConnStatus) float64 { return u(c.Reorder.Holes) }},
-	{"mptun_reorder_repaired_holes_total", "Holes filled by a repair.", "counter", func(c control.ConnStatus) float64 { return u(c.Reorder.Repaired) }},
-	{"mptun_reorder_unrepaired_holes_total", "Holes skipped: no repair came in time.", "counter", func(c control.ConnStatus) float64 { return u(c.Reorder.RepairGivenUp) }},
-	{"mptun_reorder_duplicate_packets_total", "Duplicate packets dropped by the reorderer (repairs and redundant copies).", "counter", func(c control.ConnStatus) float64 { return u(c.Reorder.Duplicates) }},
+	{"mptun_inner_sent_packets_total", "Inner packets sent into the tunnel.", counter, func(c control.ConnStatus) float64 { return u(c.SentPackets) }},
+	{"mptun_inner_sent_bytes_total", "Bytes of inner packets sent into the tunnel.", counter, func(c control.ConnStatus) float64 { return u(c.SentBytes) }},
+	{"mptun_inner_delivered_packets_total", "Inner packets delivered out of the tunnel.", counter, func(c control.ConnStatus) float64 { return u(c.DeliveredPackets) }},
+	{"mptun_inner_delivered_bytes_total", "Bytes of inner packets delivered out of the tunnel.", counter, func(c control.ConnStatus) float64 { return u(c.DeliveredBytes) }},
+	{"mptun_repaired_packets_total", "Data packets a path reported lost, sent once more (loss repair).", counter, func(c control.ConnStatus) float64 { return u(c.Repaired) }},
+	{"mptun_send_queue_packets", "Inner packets waiting in the send queue.", gauge, func(c control.ConnStatus) float64 { return float64(c.Queued) }},
+	{"mptun_send_queue_dropped_packets_total", "Inner packets the send queue refused or its AQM dropped.", counter, func(c control.ConnStatus) float64 { return u(c.QueueDrops) }},
+	{"mptun_aqm_marked_packets_total", "Inner packets the send queue's CoDel marked CE.", counter, func(c control.ConnStatus) float64 { return u(c.AQM.Marked) }},
+	{"mptun_aqm_dropped_packets_total", "Inner packets the send queue's CoDel dropped.", counter, func(c control.ConnStatus) float64 { return u(c.AQM.Dropped) }},
+	{"mptun_reorder_buffered_packets", "Packets waiting in the reorder buffer.", gauge, func(c control.ConnStatus) float64 { return float64(c.Reorder.Buffered) }},
+	{"mptun_reorder_held_packets_total", "Packets delivered after waiting in the reorder buffer.", counter, func(c control.ConnStatus) float64 { return u(c.Reorder.Held) }},
+	{"mptun_reorder_out_of_order_packets_total", "Packets delivered with a lower MP_SEQ than one delivered before.", counter, func(c control.ConnStatus) float64 { return u(c.Reorder.OutOfOrder) }},
+	{"mptun_reorder_skipped_gaps_total", "Sequence numbers given up on after the hold time.", counter, func(c control.ConnStatus) float64 { return u(c.Reorder.GapsSkipped) }},
+	{"mptun_reorder_late_packets_total", "Packets that arrived after their gap was skipped.", counter, func(c control.ConnStatus) float64 { return u(c.Reorder.GapsLateArrive) }},
+	{"mptun_nacks_sent_total", "Repair requests (NACKs) sent for packets missing in a path's sequence.", counter, func(c control.ConnStatus) float64 { return u(c.NACKsSent) }},
+	{"mptun_nacks_received_total", "Repair requests (NACKs) received from the peer.", counter, func(c control.ConnStatus) float64 { return u(c.NACKsReceived) }},
+	{"mptun_reorder_path_ordered_packets_total", "Packets delivered at once in their path's order (flows kept on one path).", counter, func(c control.ConnStatus) float64 { return u(c.Reorder.PathOrdered) }},
+	{"mptun_reorder_holes_total", "Losses found in a path's own sequence.", counter, func(c control.ConnStatus) float64 { return u(c.Reorder.Holes) }},
+	{"mptun_reorder_repaired_holes_total", "Holes filled by a repair.", counter, func(c control.ConnStatus) float64 { return u(c.Reorder.Repaired) }},
+	{"mptun_reorder_unrepaired_holes_total", "Holes skipped: no repair came in time.", counter, func(c control.ConnStatus) float64 { return u(c.Reorder.RepairGivenUp) }},
+	{"mptun_reorder_duplicate_packets_total", "Duplicate packets dropped by the reorderer (repairs and redundant copies).", counter, func(c control.ConnStatus) float64 { return u(c.Reorder.Duplicates) }},
 }
 
 // writeHold writes the reorder hold-time histogram of each connection
 // (its buckets are reorder.HoldBuckets; the reorderer keeps no sum).
-func writeHold(e *expo, st control.Status) {
+func writeHold(e *textWriter, st control.Status) {
 	const name = "mptun_reorder_hold_seconds"
-	e.family(name, "How long delivered packets waited in the reorder buffer (no _sum: the reorderer keeps none).", "histogram")
+	e.header(name, "How long delivered packets waited in the reorder buffer (no _sum: the reorderer keeps none).", histogram)
 	for _, c := range st.Conns {
 		conn := connLabel(st, c)
 		var cum uint64
@@ -180,7 +178,7 @@ var engineReasons = map[string]string{"no-conn": "unknown_conn", "checksum": "ma
 
 // writeDrops writes mptun_dropped_packets_total{direction,reason}: the
 // known reasons always (bounded labels), more when the engine has them.
-func writeDrops(e *expo, st control.Status) {
+func writeDrops(e *textWriter, st control.Status) {
 	const name = "mptun_dropped_packets_total"
 	drops := map[[2]string]uint64{}
 	for _, dir := range []string{DirTx, DirRx} {
@@ -200,60 +198,9 @@ func writeDrops(e *expo, st control.Status) {
 		}
 		drops[[2]string{DirRx, label}] += n
 	}
-	e.family(name, "Packets dropped, by direction (tx: towards the paths, rx: from them) and reason.", "counter")
+	e.header(name, "Packets dropped, by direction (tx: towards the paths, rx: from them) and reason.", counter)
 	keys := slices.SortedFunc(maps.Keys(drops), func(a, b [2]string) int { return strings.Compare(a[0]+a[1], b[0]+b[1]) })
 	for _, k := range keys {
 		e.sample(name, float64(drops[k]), "direction", k[0], "reason", k[1])
 	}
-}
-
-// expo writes the text exposition format (0.0.4). The first error sticks.
-type expo struct {
-	w   *bufio.Writer
-	err error
-}
-
-var (
-	helpEsc  = strings.NewReplacer(`\`, `\\`, "\n", `\n`)
-	labelEsc = strings.NewReplacer(`\`, `\\`, "\n", `\n`, `"`, `\"`)
-)
-
-func (e *expo) str(s string) {
-	if e.err == nil {
-		_, e.err = e.w.WriteString(s)
-	}
-}
-
-func (e *expo) family(name, help, typ string) {
-	e.str("# HELP " + name + " " + helpEsc.Replace(help) + "\n# TYPE " + name + " " + typ + "\n")
-}
-
-// sample writes name{labels} value; labels alternate names and values.
-func (e *expo) sample(name string, v float64, labels ...string) {
-	e.str(name)
-	if len(labels) > 0 {
-		e.str("{")
-		for i := 0; i+1 < len(labels); i += 2 {
-			if i > 0 {
-				e.str(",")
-			}
-			e.str(labels[i] + `="` + labelEsc.Replace(labels[i+1]) + `"`)
-		}
-		e.str("}")
-	}
-	switch {
-	case math.IsNaN(v):
-		e.str(" NaN\n")
-	case math.IsInf(v, 0):
-		e.str(" " + map[bool]string{true: "+Inf", false: "-Inf"}[v > 0] + "\n")
-	default:
-		e.str(" " + strconv.FormatFloat(v, 'g', -1, 64) + "\n")
-	}
-}
-
-func (e *expo) flush() error {
-	if e.err == nil {
-		e.err = e.w.Flush()
-	}
-	return e.err
 }

@@ -43,7 +43,6 @@ type queued struct {
 // MP_REMOVEADDR) retransmitted until the peer's MP_CONFIRM echoes it.
 type ctrlItem struct {
 	opt      wire.MPOption
-	addr     [16]byte // backing for opt.Addr-independent copies
 	seq      uint64   // the MP_SEQ it travels with
 	sf       *subflow // MP_PRIO applies to the subflow it is sent on
 	next     mono.Time
@@ -80,6 +79,7 @@ type Conn struct {
 	// flowSeed keys the flow hash. head is a traffic-class packet taken
 	// from classQ for scheduling.
 	fq        *aqm.FQ
+	aqmPast   aqm.Stats // counters of send queues released while idle
 	flowOrd   []flowOrder
 	flowSeed  uint64
 	pickNow   mono.Time
@@ -127,6 +127,10 @@ type Conn struct {
 	dl      mono.Time
 	dlValid bool
 	stats   connCounters
+
+	// Idle shrinking (idle.go).
+	lastData mono.Time // last inner packet sent or received
+	shrunk   bool      // released since lastData
 }
 
 type ctrlKey struct {
@@ -190,8 +194,9 @@ func (c *Conn) State() ConnState { return c.state }
 func (c *Conn) Stats() ConnStats {
 	s := ConnStats{State: c.state, LocalCI: c.localCI, PeerCI: c.peerCI, Reorder: c.reo.Stats(),
 		Scheduler: c.sched.Stats(), Queued: c.queued(), connCounters: c.stats}
+	s.AQM = c.aqmPast
 	if c.fq != nil {
-		s.AQM = c.fq.Stats()
+		s.AQM = addAQMStats(s.AQM, c.fq.Stats())
 	}
 	for _, sf := range c.subflows {
 		s.Paths = append(s.Paths, PathStats{ID: sf.id, State: sf.state.String(), Failed: sf.failed, Join: sf.join,
@@ -205,6 +210,7 @@ func (c *Conn) Stats() ConnStats {
 // is dropped: too big, queue full, or the connection is closing.
 func (c *Conn) Send(now mono.Time, pkt []byte) bool {
 	c.touch()
+	c.noteData(now)
 	if c.state != Open && c.state != Connecting {
 		return false
 	}
@@ -250,7 +256,10 @@ func (c *Conn) initFQ() {
 	cfg.Drop = c.ep.pool.put
 	c.fq = aqm.NewFQ(cfg)
 	c.flowOrd = make([]flowOrder, c.fq.Buckets())
-	c.flowSeed = uint64(c.ep.rand32())<<32 | uint64(c.ep.rand32())
+	if c.flowSeed == 0 {
+		// Kept across idle spells, so that a flow keeps its bucket.
+		c.flowSeed = uint64(c.ep.rand32())<<32 | uint64(c.ep.rand32())
+	}
 }
 
 // queued is the number of inner packets waiting to be sent.

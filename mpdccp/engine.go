@@ -204,29 +204,28 @@ type EndpointStats struct {
 // Endpoint is one side of MP-DCCP: a client with one connection or a
 // server (concentrator) with many.
 type Endpoint struct {
-	cfg        Config
-	ccidName   string
-	schedName  string
-	reoName    string
-	conns      []*Conn
-	byKey      map[sfKey]*subflow
-	byPorts    map[portKey][]*subflow
-	byCI       map[uint32]*Conn
-	pool       bufPool
-	stateless  []statelessReply
-	events     []Event
-	evHead     int
-	evN        int
-	stats      EndpointStats
-	txRR       int
-	dlRR       int
-	pkt        wire.Packet
-	bld        wire.Builder
-	rbuf       [64]byte
-	nextPathID int
-	cells      []byte // scratch Ack Vector cells
-	runs       []ccid.AckRun
-	fb         ccid.Feedback
+	cfg       Config
+	ccidName  string
+	schedName string
+	reoName   string
+	conns     []*Conn
+	byKey     map[sfKey]*subflow
+	byPorts   map[portKey][]*subflow
+	byCI      map[uint32]*Conn
+	pool      bufPool
+	stateless []statelessReply
+	events    []Event
+	evHead    int
+	evN       int
+	stats     EndpointStats
+	txRR      int
+	dlRR      int
+	pkt       wire.Packet
+	bld       wire.Builder
+	rbuf      [64]byte
+	cells     []byte // scratch Ack Vector cells
+	runs      []ccid.AckRun
+	fb        ccid.Feedback
 	// testBadJoinHMAC corrupts the MP_HMAC of joins (tests).
 	testBadJoinHMAC bool
 }

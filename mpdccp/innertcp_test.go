@@ -82,7 +82,6 @@ type tcpPkt struct {
 	sacked       bool
 	lost         bool
 	retrans      bool
-	delivered    bool // first copy arrived (receiver side, for spurious counts)
 }
 
 const (

@@ -281,6 +281,7 @@ func (c *Conn) receiveData(now mono.Time, sf *subflow, p *wire.Packet, ro *rxOpt
 	if len(p.Payload) == 0 {
 		return
 	}
+	c.noteData(now)
 	c.stats.Received++
 	if now.Sub(c.pathInfoAt) >= pathInfoEvery {
 		// RTT estimates move with every ack; the reorderer's view of
@@ -492,7 +493,6 @@ type rxOpts struct {
 	fastKey   []byte
 	hasFast   bool
 	elapsed   time.Duration
-	mpCapable bool
 	confirmMP bool // Confirm L(MP_CAPABLE) seen
 	rttUpdate bool
 	mandatory bool

@@ -26,7 +26,8 @@ import (
 // as for redundant scheduling.
 
 const (
-	rtxRingSize  = 2048 // per subflow; a power of two
+	rtxRingMin   = 32   // entries a subflow's ring starts with; a power of two
+	rtxRingSize  = 2048 // most entries a subflow's ring grows to; a power of two
 	rtxDupThresh = 3
 )
 
@@ -39,10 +40,34 @@ type rtxEntry struct {
 	repair bool // a repair of a packet first sent on another path
 }
 
-// rtxRing holds a subflow's data packets in sequence order.
+// rtxRing holds a subflow's data packets in sequence order. It grows
+// with the window it covers and is freed when a connection idles, so an
+// idle subflow costs nothing here.
 type rtxRing struct {
-	ents       []rtxEntry
+	ents       []rtxEntry // len is a power of two, or 0
 	head, tail uint64
+}
+
+func (r *rtxRing) at(i uint64) *rtxEntry { return &r.ents[i&uint64(len(r.ents)-1)] }
+
+func (r *rtxRing) full() bool { return r.tail-r.head == uint64(len(r.ents)) }
+
+// grow doubles the ring (or allocates its first one), keeping the
+// entries' positions by index.
+func (r *rtxRing) grow() {
+	n := max(2*len(r.ents), rtxRingMin)
+	ents := make([]rtxEntry, n)
+	for i := r.head; i != r.tail; i++ {
+		ents[i&uint64(n-1)] = *r.at(i)
+	}
+	r.ents = ents
+}
+
+// shrink frees an empty ring.
+func (r *rtxRing) shrink() {
+	if r.head == r.tail {
+		r.ents = nil
+	}
 }
 
 // rtxItem is a packet waiting to be sent again.
@@ -70,14 +95,15 @@ func (c *Conn) rtxMaxAge() time.Duration {
 // rtxKeep stores a data packet just sent on sf; the ring owns b from now on.
 func (c *Conn) rtxKeep(now mono.Time, sf *subflow, mpSeq uint64, b []byte, n int, repair bool) {
 	r := &sf.rtx
-	if r.ents == nil {
-		r.ents = make([]rtxEntry, rtxRingSize)
+	if r.full() {
+		if len(r.ents) < rtxRingSize {
+			r.grow()
+		} else {
+			c.rtxRelease(r.at(r.head))
+			r.head++
+		}
 	}
-	if r.tail-r.head == rtxRingSize {
-		c.rtxRelease(&r.ents[r.head%rtxRingSize])
-		r.head++
-	}
-	r.ents[r.tail%rtxRingSize] = rtxEntry{seq: sf.gss, mpSeq: mpSeq, b: b, n: n, at: now, repair: repair}
+	*r.at(r.tail) = rtxEntry{seq: sf.gss, mpSeq: mpSeq, b: b, n: n, at: now, repair: repair}
 	r.tail++
 }
 
@@ -119,7 +145,7 @@ func (c *Conn) rtxOnFeedback(now mono.Time, sf *subflow, ackNo uint64, runs []cc
 	r := &sf.rtx
 	maxAge := c.rtxMaxAge()
 	for i := r.head; i != r.tail; i++ {
-		e := &r.ents[i%rtxRingSize]
+		e := r.at(i)
 		if e.b == nil {
 			if i == r.head {
 				r.head++
@@ -154,7 +180,7 @@ func (c *Conn) rtxExpire(now mono.Time, sf *subflow) {
 	r := &sf.rtx
 	maxAge := c.rtxMaxAge()
 	for r.head != r.tail {
-		e := &r.ents[r.head%rtxRingSize]
+		e := r.at(r.head)
 		if e.b != nil && now.Sub(e.at) < maxAge {
 			return
 		}
@@ -168,7 +194,7 @@ func (c *Conn) rtxExpire(now mono.Time, sf *subflow) {
 func (sf *subflow) rtxCarried(mpSeq uint64) bool {
 	r := &sf.rtx
 	for i := r.tail; i != r.head; i-- {
-		if r.ents[(i-1)%rtxRingSize].mpSeq == mpSeq {
+		if r.at(i-1).mpSeq == mpSeq {
 			return true
 		}
 	}
@@ -195,7 +221,7 @@ func (c *Conn) rtxOnNACK(now mono.Time, before, after uint64) {
 		overdue += overdue/2 + 5*time.Millisecond
 		r := &sf.rtx
 		for i := r.head; i != r.tail; i++ {
-			e := &r.ents[i%rtxRingSize]
+			e := r.at(i)
 			if e.b == nil || seqDiff(e.mpSeq, before) <= 0 || seqDiff(e.mpSeq, after) >= 0 {
 				continue
 			}
@@ -218,7 +244,7 @@ func (c *Conn) rtxOnMissing(now mono.Time, before, after uint64) {
 		due := max(sf.baseOWD(&st), st.SRTT/2) + 5*time.Millisecond
 		r := &sf.rtx
 		for i := r.head; i != r.tail; i++ {
-			e := &r.ents[i%rtxRingSize]
+			e := r.at(i)
 			if e.b != nil && seqDiff(e.mpSeq, before) > 0 && seqDiff(e.mpSeq, after) < 0 && now.Sub(e.at) >= due {
 				c.rtxRepair(e)
 			}
@@ -294,7 +320,7 @@ func (c *Conn) rtxReleaseAll() {
 	c.rtxQ = c.rtxQ[:0]
 	for _, sf := range c.subflows {
 		for sf.rtx.head != sf.rtx.tail {
-			c.rtxRelease(&sf.rtx.ents[sf.rtx.head%rtxRingSize])
+			c.rtxRelease(sf.rtx.at(sf.rtx.head))
 			sf.rtx.head++
 		}
 	}

@@ -433,21 +433,6 @@ func (c *Conn) flowOrdered(now mono.Time, f int, sf *subflow) bool {
 	return now >= o.orderedUntil
 }
 
-// minOWD is the smallest base one-way delay of the open subflows.
-func (c *Conn) minOWD() time.Duration {
-	m := time.Duration(-1)
-	for _, sf := range c.subflows {
-		if sf.state != sfOpen {
-			continue
-		}
-		st := sf.cc.State()
-		if d := sf.baseOWD(&st); m < 0 || d < m {
-			m = d
-		}
-	}
-	return max(m, 0)
-}
-
 // classAllowance is how many packets beyond a path's congestion window
 // the traffic classes may have in flight. Classes are meant for low-rate
 // traffic (VoIP, control): a few packets over the window cost the path

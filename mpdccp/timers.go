@@ -73,7 +73,7 @@ func (c *Conn) deadline() mono.Time {
 	if c.state == Open || c.state == Closing {
 		d = mono.Min(d, c.lastHeard().Add(c.ep.cfg.IdleTimeout))
 	}
-	return d
+	return mono.Min(d, c.shrinkDue())
 }
 
 func (c *Conn) lastHeard() mono.Time {
@@ -127,6 +127,9 @@ func (c *Conn) handleTimer(now mono.Time) {
 				c.updatePaths()
 			}
 		}
+	}
+	if c.shrinkDue() <= now {
+		c.shrink(now)
 	}
 	for i := 0; i < len(c.ctrl); i++ {
 		ci := &c.ctrl[i]

@@ -168,8 +168,6 @@ type pathState struct {
 	openHoles int // unresolved holes of this path
 }
 
-func (p *pathState) fifoLen() int { return int(p.tail - p.head) }
-
 // buffer implements every reorderer: they share the window, the
 // duplicate and loss logic and differ only in how long they hold.
 type buffer struct {
@@ -180,8 +178,9 @@ type buffer struct {
 	mask     uint64 // len(slots)-1
 	slots    []slot // the window, from next; grows up to maxSlots
 	maxSlots int
-	histMask uint64      // len(pastOpen)-1: the history is allocated at full size
-	pastBits []uint64    // seqs in [next-len, next): 1 delivered, 0 skipped
+	histMask uint64      // len(pastOpen)-1; the history grows with the window
+	histLen  uint64      // seqs in [next-histLen, next) have valid history
+	pastBits []uint64    // 1 delivered, 0 skipped, by seq&histMask
 	pastOpen []mono.Time // gapOpen of skipped seqs, for late samples
 
 	started     bool
@@ -226,24 +225,77 @@ func newBuffer(name string, m mode, c Config) *buffer {
 		mode:     m,
 		cfg:      c,
 		maxSlots: n,
-		histMask: uint64(n - 1),
-		pastBits: make([]uint64, (n+63)/64),
-		pastOpen: make([]mono.Time, n),
 
 		deadline:   mono.Never,
 		repairWait: defaultRepairWait,
-	}
-	for i := range b.pastOpen {
-		b.pastOpen[i] = noTime
 	}
 	b.growSlots(int64(min(initialSlots, n)) - 1)
 	return b
 }
 
 // initialSlots is the window a reorderer starts with; it doubles up to
-// maxSlots as the traffic needs: a concentrator holds thousands of
-// connections, most of them slow.
-const initialSlots = 64
+// maxSlots as the traffic needs and shrinks back when the connection
+// idles: a concentrator holds thousands of connections, most of them
+// slow.
+const initialSlots = 16
+
+// The history of MP_SEQs behind the window (delivered or skipped, for
+// duplicates and late samples) covers histPerSlot times the window, at
+// least histMin and at most maxSlots: a late packet is about as far
+// behind as the window had to reach ahead while its gap was held.
+const (
+	histPerSlot = 4
+	histMin     = 64
+)
+
+// resizeHistory reallocates the history to n entries (a power of two),
+// keeping the newest of what was valid.
+func (b *buffer) resizeHistory(n int) {
+	open := make([]mono.Time, n)
+	for i := range open {
+		open[i] = noTime
+	}
+	bits := make([]uint64, (n+63)/64)
+	keep := min(b.histLen, uint64(n))
+	mask := uint64(n - 1)
+	for k := uint64(1); k <= keep; k++ {
+		seq := (b.next - k) & seqMask
+		if b.pastSet(seq) {
+			bits[(seq&mask)/64] |= 1 << ((seq & mask) % 64)
+		}
+		open[seq&mask] = b.pastOpen[seq&b.histMask]
+	}
+	b.pastOpen, b.pastBits, b.histMask, b.histLen = open, bits, mask, keep
+}
+
+// passed records that next moved n MP_SEQs on, each marked in the history.
+func (b *buffer) passed(n uint64) {
+	b.histLen = min(b.histLen+n, uint64(len(b.pastOpen)))
+}
+
+// Shrink releases what an idle reorderer does not need: the window back
+// to its first size, the history with it, and the rings of late packets,
+// path arrivals and holes when they are empty. It does nothing while
+// packets are held or gaps open.
+func (b *buffer) Shrink() {
+	if b.buffered > 0 || b.rHead != b.rTail || b.openHoles > 0 {
+		return
+	}
+	b.ready, b.rHead, b.rTail = nil, 0, 0
+	b.holes, b.holeN = nil, 0
+	for i := range b.paths {
+		if p := &b.paths[i]; p.head == p.tail {
+			p.fifo, p.head, p.tail = nil, 0, 0
+		}
+	}
+	if len(b.slots) > initialSlots {
+		b.slots = nil
+		b.growSlots(initialSlots - 1)
+	}
+	if h := min(max(histPerSlot*len(b.slots), histMin), b.maxSlots); len(b.pastOpen) > h {
+		b.resizeHistory(h)
+	}
+}
 
 // growSlots makes the window hold at least need+1 MP_SEQs past next (up to
 // maxSlots), moving the live part [next, highest].
@@ -266,6 +318,9 @@ func (b *buffer) growSlots(need int64) {
 		}
 	}
 	b.slots, b.mask = grown, mask
+	if h := min(max(histPerSlot*n, histMin), b.maxSlots); h > len(b.pastOpen) {
+		b.resizeHistory(h)
+	}
 }
 
 func (b *buffer) Name() string { return b.name }
@@ -492,6 +547,9 @@ func (b *buffer) Push(now mono.Time, it Item) bool {
 	if !b.started {
 		b.started = true
 		b.next, b.highest = seq, (seq-1)&seqMask
+		// The first packet need not be the first sent: those before it
+		// may still arrive, as late ones (the history is all "skipped").
+		b.histLen = uint64(len(b.pastOpen))
 	}
 	b.lastArrival = now
 	p := b.path(it.Path)
@@ -611,7 +669,11 @@ func (b *buffer) sampleLate(now mono.Time, p *pathState, v time.Duration) {
 
 // pushLate handles a packet older than the next expected one.
 func (b *buffer) pushLate(now mono.Time, p *pathState, it Item, d int64) bool {
-	if -d > int64(len(b.pastOpen)) {
+	if -d > int64(len(b.pastOpen)/2) && len(b.pastOpen) < b.maxSlots {
+		// Packets arrive this late: keep a longer history from now on.
+		defer b.resizeHistory(2 * len(b.pastOpen))
+	}
+	if -d > int64(b.histLen) {
 		// Too old to know whether it is a duplicate.
 		b.stats.LateDropped++
 		return false
@@ -655,15 +717,20 @@ func (b *buffer) flushFarAhead(seq uint64) {
 			b.markPast(b.next, false, noTime)
 		}
 		b.next = (b.next + 1) & seqMask
+		b.passed(1)
 	}
 	if jump := seqDiff(seq, b.next) - int64(len(b.slots)) + 1; jump > 0 {
 		b.stats.GapsSkipped += uint64(jump)
 		b.stats.Overflow += uint64(jump)
 		// Nothing was received of the seqs jumped over.
-		for i := int64(0); i < min(jump, int64(len(b.slots))); i++ {
+		// Nothing was received of the seqs jumped over: as far as the
+		// history reaches, they may still arrive late.
+		marked := min(jump, int64(len(b.pastOpen)))
+		for i := int64(0); i < marked; i++ {
 			b.markPast(b.next+uint64(jump-1-i), false, noTime)
 		}
 		b.next = (b.next + uint64(jump)) & seqMask
+		b.passed(uint64(marked))
 	}
 	// Nothing is held: everything received is below next.
 	b.highest = (b.next - 1) & seqMask
@@ -1078,6 +1145,7 @@ func (b *buffer) Pop(now mono.Time) (Item, bool) {
 			b.buffered--
 			b.markPast(seq, true, noTime)
 			b.next = (seq + 1) & seqMask
+			b.passed(1)
 			continue
 		}
 		if sl.used && sl.it.Seq == seq {
@@ -1090,6 +1158,7 @@ func (b *buffer) Pop(now mono.Time) (Item, bool) {
 			b.buffered--
 			b.markPast(seq, true, noTime)
 			b.next = (seq + 1) & seqMask
+			b.passed(1)
 			b.account(now, it)
 			b.afterAdvance(now)
 			return it, true
@@ -1110,6 +1179,7 @@ func (b *buffer) Pop(now mono.Time) (Item, bool) {
 		}
 		b.markPast(seq, false, open)
 		b.next = (seq + 1) & seqMask
+		b.passed(1)
 	}
 	b.afterAdvance(now)
 	return Item{}, false

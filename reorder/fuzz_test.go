@@ -81,6 +81,9 @@ func FuzzReorder(f *testing.F) {
 				}
 				nacks()
 				pop()
+				if d[5]&0x20 != 0 {
+					r.(Shrinker).Shrink() // as after an idle spell
+				}
 			}
 			// Time goes on (a repair that never comes is given up).
 			for i := 0; i < 8; i++ {

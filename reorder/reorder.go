@@ -146,6 +146,13 @@ type NACKer interface {
 	PollNACK(now mono.Time) (NACK, bool)
 }
 
+// Shrinker is implemented by reorderers whose window can shrink. The
+// engine calls Shrink when a connection has idled a while; the window
+// grows back on demand.
+type Shrinker interface {
+	Shrink()
+}
+
 // Defaults used for zero Config fields. With Repair and no MaxHold the
 // hold limit follows the paths (see buffer.holdCap).
 const (

@@ -141,6 +141,10 @@ func (s *flowSched) entry(f int) *flowEntry {
 	return &s.flows[f]
 }
 
+// Shrink forgets every flow: after an idle spell longer than any flowlet
+// gap each would be placed afresh.
+func (s *flowSched) Shrink() { s.flows = nil }
+
 // margin is the jitter allowance between two paths.
 func margin(a, b *Path) time.Duration { return flowMargin + (a.RTTVar+b.RTTVar)/2 }
 

@@ -73,6 +73,13 @@ type FlowPicker interface {
 	PickFlow(now mono.Time, paths []Path, f FlowPacket) FlowDecision
 }
 
+// Shrinker is implemented by schedulers with per-flow state. The engine
+// calls Shrink when its connection has carried no data for a while (every
+// flow would start afresh anyway); the state grows back on demand.
+type Shrinker interface {
+	Shrink()
+}
+
 // FlowDecision is PickFlow's answer.
 type FlowDecision struct {
 	OK   bool
