@@ -38,7 +38,10 @@ type BulkResult struct {
 	// spurious ones (reordering mistaken for loss).
 	DSACKs uint64
 	Bins   Bins
-	Err    string `json:",omitempty"`
+	// MPTCP is what the kernel says about each sending MPTCP socket at
+	// the end of the run: really MPTCP or fallen back, and the subflows.
+	MPTCP []MPTCPConnInfo `json:",omitempty"`
+	Err   string          `json:",omitempty"`
 }
 
 // RunBulk runs the transfer until ctx ends.
@@ -153,9 +156,7 @@ func RunBulk(ctx context.Context, env Env, cfg BulkConfig) (BulkResult, error) {
 	<-ctx.Done()
 	end := mono.Now()
 	mu.Lock()
-	for _, c := range senders {
-		res.Retrans += retrans(c)
-	}
+	res.Retrans, res.MPTCP = senderStats(senders, env.MPTCP)
 	for _, c := range conns {
 		c.Close()
 	}
@@ -172,6 +173,28 @@ func RunBulk(ctx context.Context, env Env, cfg BulkConfig) (BulkResult, error) {
 	}
 	res.DSACKs = tcpExt(senderNS, "TCPDSACKRecv") - dsack0
 	return res, dialErr
+}
+
+// senderStats sums the senders' retransmissions: over every subflow for
+// MPTCP sockets (whose TCP_INFO describes only the first subflow), and
+// inspects MPTCP sockets.
+func senderStats(senders []net.Conn, mptcp bool) (uint32, []MPTCPConnInfo) {
+	var n uint32
+	var infos []MPTCPConnInfo
+	for _, c := range senders {
+		if !mptcp {
+			n += retrans(c)
+			continue
+		}
+		info := InspectMPTCP(c)
+		infos = append(infos, info)
+		if len(info.SubflowStats) > 0 {
+			n += info.Retrans()
+		} else {
+			n += retrans(c)
+		}
+	}
+	return n, infos
 }
 
 // tcpExt reads one TcpExt counter (as nstat shows it) of a namespace.
