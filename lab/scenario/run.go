@@ -196,13 +196,11 @@ func runPeer(ctx context.Context, sc *Scenario, peer, outDir string, out io.Writ
 		return fail(fmt.Errorf("setup: %w", err))
 	}
 	run.Note = ep.Note
+	run.Idle = runIdle(ctx, sc, tb, ep)
 	env := traffic.Env{Cli: tb.Cli, Srv: tb.Srv, ServerAddr: ep.ServerAddr, ClientBind: ep.ClientBind, MPTCP: ep.MPTCP, Start: mono.Now()}
 	run.Start = env.Start
 
-	bulkDir := emu.BA
-	if b := sc.Traffic.Bulk; b != nil {
-		bulkDir = dirOfTraffic(b.Direction)
-	}
+	bulkDir := measuredDir(sc)
 	rctx, cancel := context.WithTimeout(ctx, sc.Duration.D())
 	defer cancel()
 
@@ -304,6 +302,7 @@ func runPeer(ctx context.Context, sc *Scenario, peer, outDir string, out io.Writ
 			run.VoIP = &r
 		}()
 	}
+	startLatencyTraffic(rctx, &wg, sc, tb, env, ep, run)
 	if w := sc.Traffic.Web; w != nil {
 		wg.Add(1)
 		go func() {
@@ -320,6 +319,7 @@ func runPeer(ctx context.Context, sc *Scenario, peer, outDir string, out io.Writ
 		}
 		run.PeerMetrics = m
 	}
+	finishLatency(run, bulk, tb, ep)
 	elapsed := mono.Now().Sub(env.Start)
 	if elapsed > sc.Duration.D() {
 		elapsed = sc.Duration.D() // the probe's grace period is not capacity time
