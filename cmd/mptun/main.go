@@ -8,7 +8,7 @@
 //	mptun set prio PATH-ID N              MP_PRIO of a path
 //	mptun capture -w FILE [-d 10s]        pcap of the tunnel's packets (IP protocol 33)
 //	mptun lab run FILE [--out DIR]        run a lab scenario
-//	mptun bench throughput|aggregate|handover [--json]
+//	mptun bench throughput|aggregate|handover|voip|cc|matrix|latency [--json]
 //
 // Global flags: -s SOCKET (default /run/mptun/mptun0.sock) or -i INSTANCE.
 package main
@@ -48,7 +48,7 @@ commands:
   set prio PATH-ID N             set a path's MP_PRIO (0 never, 1 standby, 2 secondary, >=3 primary)
   capture -w FILE [-d DURATION]  write the tunnel's packets as pcap (IP protocol 33) for DURATION
   lab run FILE [--out DIR]       run a lab scenario (root)
-  bench throughput|aggregate|handover [--json]   benchmarks against wireguard-go / kernel MPTCP (root)
+  bench throughput|aggregate|handover|voip|cc|matrix|latency [--json]   benchmarks against wireguard-go / kernel MPTCP (root)
   version
 `)
 }

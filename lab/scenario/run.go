@@ -35,6 +35,9 @@ type Options struct {
 	// 60 s demo into 15 s with the same shape), for quick CI runs.
 	Scale float64
 	Seed  uint64 // override the scenario's seed if non-zero
+	// OnPeer, if set, is called as each peer's run starts (progress
+	// displays of programs that run many scenarios).
+	OnPeer func(peer string)
 }
 
 const binWidth = 100 * time.Millisecond
@@ -108,6 +111,9 @@ func RunWith(ctx context.Context, file, outDir string, opt Options) (*report.Res
 			break
 		}
 		fmt.Fprintf(out, "lab: [%s] running\n", peer)
+		if opt.OnPeer != nil {
+			opt.OnPeer(peer)
+		}
 		self0, child0, wall0 := cpuTimes(), childCPUTimes(), time.Now()
 		run := runPeer(ctx, sc, peer, outDir, out)
 		run.CPU = report.CPU{LabS: cpuTimes() - self0, ChildrenS: childCPUTimes() - child0, WallS: time.Since(wall0).Seconds()}
