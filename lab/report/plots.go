@@ -168,10 +168,22 @@ func PlotCCDF(file, title, xlabel string, series []CCDFSeries) (bool, error) {
 	p.Y.Tick.Marker = plot.LogTicks{Prec: -1}
 	any := false
 	floor := 1e-4
+	lo, hi := math.Inf(1), 0.0
 	for _, s := range series {
 		if len(s.Sorted) >= 100000 {
 			floor = 1e-5
 		}
+		if n := len(s.Sorted); n > 0 {
+			lo, hi = math.Min(lo, s.Sorted[0]), math.Max(hi, s.Sorted[n-1])
+		}
+	}
+	// Delays spanning decades (a few ms to seconds of recovery) on a
+	// log axis, so the body and the tail both show.
+	logX := lo > 0 && hi/lo > 50
+	if logX {
+		p.X.Scale = plot.LogScale{}
+		p.X.Tick.Marker = plot.LogTicks{Prec: -1}
+		p.X.Label.Text += " (log scale)"
 	}
 	for i, s := range series {
 		owd := s.Sorted
@@ -185,7 +197,11 @@ func PlotCCDF(file, title, xlabel string, series []CCDFSeries) (bool, error) {
 				break
 			}
 			if k%step == 0 || ccdf < 0.01 {
-				xy = append(xy, plotter.XY{X: owd[k], Y: ccdf})
+				x := owd[k]
+				if logX {
+					x = math.Max(x, lo)
+				}
+				xy = append(xy, plotter.XY{X: x, Y: ccdf})
 			}
 		}
 		if len(xy) < 2 {
