@@ -161,7 +161,7 @@ transfers): best single path, kernel MPTCP (verified) and mptun with its
 shipped defaults on identical emulated links per cell. Writes results.json,
 results.csv and heatmaps into DIR (default lab-out/matrix-TIME) and prints
 a table with the targets. --quick runs a representative subset (about 10
-minutes on 2 cores); the full set takes about 1.5 hours (--list prints the
+minutes on 2 cores); the full set about 1 h 20 min (--list prints the
 cells and the estimate). --cells takes comma-separated globs of cell names.
 `
 

@@ -531,3 +531,23 @@ func TestMatrixMainListAndErrors(t *testing.T) {
 		t.Errorf("stray argument: exit %d", code)
 	}
 }
+
+// The shipped latency.toml is the scenario bench latency runs first.
+func TestLatencyScenarioMatchesShippedFile(t *testing.T) {
+	shipped, err := scenario.Load("../configs/lab/latency.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gen, err := scenario.Parse([]byte(transfersScenario(45*time.Second, 10)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, _ := json.Marshal([]any{shipped.PathSpecs(), shipped.Traffic, shipped.Peers, shipped.BestPath, shipped.Duration})
+	b, _ := json.Marshal([]any{gen.PathSpecs(), gen.Traffic, gen.Peers, gen.BestPath, gen.Duration})
+	if string(a) != string(b) {
+		t.Errorf("configs/lab/latency.toml and bench latency differ:\n%s\n%s", a, b)
+	}
+	if _, err := scenario.Parse([]byte(webScenario(30 * time.Second))); err != nil {
+		t.Error(err)
+	}
+}
