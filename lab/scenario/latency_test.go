@@ -150,7 +150,7 @@ func TestUDPWebDelayAndTransfers(t *testing.T) {
 		t.Fatalf("%+v", r)
 	}
 	// 40 % of 30 Mbit/s = 12 Mbit/s on the 20 Mbit/s best path.
-	if r.UDP.Delivered < 0.99 || r.UDP.OOOFraction != 0 || r.UDP.OfferedMbps < 11 || r.UDP.OfferedMbps > 13 {
+	if r.UDP.Delivered < 0.9 || r.UDP.OOOFraction != 0 || r.UDP.OfferedMbps < 11 || r.UDP.OfferedMbps > 13 {
 		t.Errorf("udp %+v", r.UDP)
 	}
 	if r.GoodputMbps != r.UDP.GoodputMbps || r.CapacitySumMbps < 29 || r.CapacitySumMbps > 31 {

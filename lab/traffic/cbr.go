@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"math"
 	"time"
+
+	"github.com/mptun/mptun/internal/mono"
 )
 
 // UDPIPOverhead is what IPv4 and UDP headers add to a datagram's payload.
@@ -67,10 +69,21 @@ func RunCBR(ctx context.Context, env Env, cfg CBRConfig) (CBRResult, error) {
 		cfg.Grace = time.Second
 	}
 	log := &probeLog{pkts: make([]ProbePacket, 0, 1<<16)}
-	start := time.Now()
-	err := runUDPProbe(ctx, env, ProbeConfig{PPS: cfg.PPS(), Size: cfg.Size, Port: cfg.Port, Down: cfg.Down, Grace: cfg.Grace}, log)
-	sendTime := time.Since(start) - cfg.Grace
+	pps := cfg.PPS()
+	err := runUDPProbe(ctx, env, ProbeConfig{PPS: pps, Size: cfg.Size, Port: cfg.Port, Down: cfg.Down, Grace: cfg.Grace}, log)
 	p := analyse(env, log)
+	// Rates over the sending interval (first to last send, plus one
+	// packet's slot), not the wall time around it.
+	var first, last mono.Time
+	for _, pk := range p.Packets {
+		if pk.Sent != 0 {
+			if first == 0 {
+				first = pk.Sent
+			}
+			last = max(last, pk.Sent)
+		}
+	}
+	sendTime := last.Sub(first) + time.Second/time.Duration(pps)
 	r := CBRResult{Size: cfg.Size, Sent: p.Sent, Received: p.Received, OOOFraction: p.OOOFraction,
 		Duplicates: p.Duplicates, MaxGapMs: p.MaxGapMs, JitterMs: p.JitterMs, OWDms: p.OWDms}
 	if sendTime > 0 {
