@@ -110,7 +110,7 @@ func (c Cell) Describe() string {
 	case c.Bursty:
 		imp = fmt.Sprintf("Gilbert-Elliott loss on b (mean %.2f %%, bursts of 4)", GEMeanLoss()*100)
 	case c.Jitter:
-		imp = fmt.Sprintf("%d ms reordering jitter on b", jitterMs)
+		imp = fmt.Sprintf("%d ms uniform jitter on b that reorders (and %g %% of frames held half the delay longer)", jitterMs, jitterReord*100)
 	case c.LossB > 0:
 		imp = fmt.Sprintf("%g %% random loss on b", c.LossB*100)
 	}
