@@ -76,7 +76,10 @@ type LatencyPeer struct {
 	Web         *traffic.WebResult   `json:"web,omitempty"`
 	WebOWD      *traffic.OWDResult   `json:"web_owd,omitempty"`
 	MPTCP       []*report.MPTCPCheck `json:"mptcp_check,omitempty"`
-	Errors      []string             `json:"errors,omitempty"`
+	// FailedChecks are the lab's honesty checks that failed in the
+	// peer's two runs (a busy machine shows as a late emulator timer).
+	FailedChecks []report.Check `json:"failed_checks,omitempty"`
+	Errors       []string       `json:"errors,omitempty"`
 }
 
 // TransferFigure is one size's completion times without the samples.
@@ -100,8 +103,8 @@ type LatencyResults struct {
 	Baseline  report.Baseline `json:"emulator_baseline"`
 	LoadStart string          `json:"load_average_start"`
 	LoadEnd   string          `json:"load_average_end"`
-	// FastPathRTTms is the fast path's idle ICMP RTT p50 (the best
-	// single path peer's measurement).
+	// FastPathRTTms is the fast path's idle ICMP RTT p50 (the lowest of
+	// the peers' measurements of the path alone).
 	FastPathRTTms float64        `json:"fast_path_rtt_ms"`
 	WebRate       float64        `json:"web_flows_per_s"`
 	Peers         []LatencyPeer  `json:"peers"`
@@ -183,13 +186,7 @@ func RunLatency(ctx context.Context, o LatencyOptions) (*LatencyResults, error) 
 	for _, p := range peers {
 		res.Peers = append(res.Peers, latencyPeer(p, runs[0], runs[1]))
 	}
-	if none := res.Peer("none"); none != nil {
-		for _, pp := range none.PathRTT {
-			if pp.Path == "fast" {
-				res.FastPathRTTms = pp.RTT.P50
-			}
-		}
-	}
+	res.FastPathRTTms = pathRTT(res.Peers, "fast")
 	res.Targets = LatencyTargets(res)
 	res.LoadEnd = loadAverage()
 	res.WallS = time.Since(res.Started).Seconds()
@@ -307,6 +304,7 @@ func latencyPeer(peer string, transfers, web *report.Results) LatencyPeer {
 			p.Errors = append(p.Errors, i.Errors...)
 		}
 		p.UnderBulk = transferFigures(run.Transfers)
+		p.FailedChecks = append(p.FailedChecks, failedChecks(run)...)
 		p.BulkMbps = run.GoodputMbps
 		if run.MPTCP != nil {
 			p.MPTCP = append(p.MPTCP, run.MPTCP)
@@ -319,6 +317,7 @@ func latencyPeer(peer string, transfers, web *report.Results) LatencyPeer {
 			p.Errors = append(p.Errors, "web scenario: "+run.Error)
 		}
 		p.Web, p.WebOWD, p.WebBulkMbps = run.Web, run.WebOWD, run.GoodputMbps
+		p.FailedChecks = append(p.FailedChecks, failedChecks(run)...)
 		if run.MPTCP != nil {
 			p.MPTCP = append(p.MPTCP, run.MPTCP)
 		}
@@ -326,6 +325,31 @@ func latencyPeer(peer string, transfers, web *report.Results) LatencyPeer {
 		p.Errors = append(p.Errors, "web scenario: no run")
 	}
 	return p
+}
+
+// pathRTT is the path's idle RTT: each peer pings the paths alone on
+// identical links and a busy machine only adds delay, so the lowest of the
+// peers' medians; 0 if none was measured.
+func pathRTT(peers []LatencyPeer, path string) float64 {
+	best := 0.0
+	for _, p := range peers {
+		for _, pp := range p.PathRTT {
+			if pp.Path == path && pp.RTT.Received > 0 && (best == 0 || pp.RTT.P50 < best) {
+				best = pp.RTT.P50
+			}
+		}
+	}
+	return best
+}
+
+func failedChecks(run *report.Run) []report.Check {
+	var out []report.Check
+	for _, c := range run.Checks {
+		if !c.OK {
+			out = append(out, c)
+		}
+	}
+	return out
 }
 
 func transferP50(figs []TransferFigure, bytes int) *float64 {
@@ -540,6 +564,9 @@ func WriteLatencyTable(out io.Writer, r *LatencyResults) {
 	for _, p := range r.Peers {
 		for _, e := range p.Errors {
 			fmt.Fprintf(out, "error (%s): %s\n", p.Peer, e)
+		}
+		for _, c := range p.FailedChecks {
+			fmt.Fprintf(out, "check failed (%s): %s: %s — figures suspect (a busy machine shows as a late emulator timer)\n", p.Peer, c.Name, c.Detail)
 		}
 	}
 }

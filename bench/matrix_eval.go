@@ -42,7 +42,8 @@ type CellResult struct {
 	Seconds          float64 `json:"seconds"`
 	CapacitySumMbps  float64 `json:"capacity_sum_mbps"`  // emulated rates in the data direction (layer 2)
 	IdealGoodputMbps float64 `json:"ideal_goodput_mbps"` // the same as payload (see PayloadEfficiency)
-	// FastPathRTTms is the lowest median ICMP round trip of a path alone.
+	// FastPathRTTms is the lowest median ICMP round trip of a path alone
+	// over the peers' idle phases.
 	FastPathRTTms float64       `json:"fast_path_rtt_ms"`
 	Peers         []PeerFigures `json:"peers"`
 	// Ratios of goodput (pointers: absent when a peer failed).
@@ -155,8 +156,12 @@ func evaluate(c Cell, res *report.Results) CellResult {
 		f := peerFigures(run)
 		r.FailedChecks += len(f.Checks)
 		r.Peers = append(r.Peers, f)
-		if run.Idle != nil && r.FastPathRTTms == 0 {
-			r.FastPathRTTms = run.Idle.FastestPathRTT()
+		// Every peer pings the paths alone on identical links; a busy
+		// machine only adds delay, so the lowest median is the path's.
+		if run.Idle != nil {
+			if v := run.Idle.FastestPathRTT(); v > 0 && (r.FastPathRTTms == 0 || v < r.FastPathRTTms) {
+				r.FastPathRTTms = v
+			}
 		}
 	}
 	best, mptcp, mptun := r.Peer("none"), r.Peer("mptcp"), r.Peer("mptun")

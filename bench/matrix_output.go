@@ -43,7 +43,8 @@ var matrixMethod = []string{
 	"Goodput: TCP payload received (or UDP payload) per second of timed traffic, slow start included. aggregation = goodput / emulated capacity sum (layer 2).",
 	"Benefit = (goodput - best path goodput) / (ideal - best path goodput), ideal = capacity sum x payload per layer-2 byte (TCP 1448/1514; UDP the offered CBR load when lower); negative when worse than the best path.",
 	"UDP cells: CBR at 80 % of the rate sum counted in IP bytes, 1200-byte payloads; delivered = received / sent; out of order = arrivals below the highest sequence number seen.",
-	"Idle phase (issue 17) before the timed traffic of every peer: 20 ICMP echoes through the peer and over each path alone, then 5 x (10 KB, 100 KB) downloads, each on a fresh TCP connection (connect to the response's end).",
+	"Idle phase (issue 17) before the timed traffic of every peer: 20 ICMP echoes through the peer and over each path alone, then 5 x (10 KB, 100 KB) downloads, each on a fresh TCP connection (connect to the response's end). The fastest path's RTT is the lowest of the peers' medians for a path alone (a busy machine only adds delay).",
+	"Cells whose lab honesty checks failed (emulator timer p99 >= 500 us, kernel socket drops, no queue in the emulator) are marked: a busy machine makes their figures suspect.",
 }
 
 func printJSON(w io.Writer, v any) error {

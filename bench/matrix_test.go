@@ -246,6 +246,15 @@ func TestEvaluateLosslessTCPCell(t *testing.T) {
 	if r.FastPathRTTms != 16.4 || r.MPTCPVerified == nil || !*r.MPTCPVerified {
 		t.Errorf("fast path %v verified %v", r.FastPathRTTms, r.MPTCPVerified)
 	}
+	// One peer's path pings hit by a stall do not move the reference.
+	slow := evaluate(c, labResults(c, map[string]float64{"none": 19.1, "mptcp": 27.9, "mptun": 24.3}, func(run *report.Run) {
+		if run.Peer == "none" {
+			run.Idle.PathPing[0].RTT.P50 = 34
+		}
+	}))
+	if slow.FastPathRTTms != 16.4 {
+		t.Errorf("fast path rtt %v after one noisy peer", slow.FastPathRTTms)
+	}
 	var ids []string
 	for _, tr := range r.Targets {
 		ids = append(ids, tr.ID)
@@ -482,6 +491,12 @@ func TestLatencyTargets(t *testing.T) {
 	}
 	if seen != len(want) {
 		t.Errorf("saw %d of %d targets", seen, len(want))
+	}
+	pp := func(fast float64, received int) []report.PathPing {
+		return []report.PathPing{{Path: "fast", RTT: traffic.RTTStats{P50: fast, Received: received}}, {Path: "slow", RTT: traffic.RTTStats{P50: 10, Received: 20}}}
+	}
+	if v := pathRTT([]LatencyPeer{{PathRTT: pp(34, 50)}, {PathRTT: pp(16.5, 50)}, {PathRTT: pp(1, 0)}}, "fast"); v != 16.5 {
+		t.Errorf("fast path rtt %v, want the lowest measured median 16.5", v)
 	}
 	if w := WebRate(); math.Abs(w-139) > 1 {
 		t.Errorf("web rate %v flows/s, want ≈ 139 (10 Mbit/s of 8.98 KB flows)", w)
