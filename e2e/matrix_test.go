@@ -6,10 +6,13 @@ import (
 	"context"
 	"encoding/csv"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -49,12 +52,67 @@ type matrixDoc struct {
 	} `json:"summary"`
 }
 
-func assertNoNamespaces(t *testing.T, pid int) {
-	t.Helper()
-	for _, n := range netns.List() {
-		if netns.OwnerPid(n) == pid {
-			t.Errorf("namespace %s left behind", n)
+// labPids follows the processes that own the lab's namespaces: `mptun
+// bench` runs the mptun-lab program as its child, which names the
+// namespaces after its own pid. stop returns every pid seen.
+func labPids(pid int) (stop func() map[int]bool) {
+	seen := map[int]bool{pid: true}
+	var mu sync.Mutex
+	done := make(chan struct{})
+	go func() {
+		for {
+			for _, c := range childPids(pid) {
+				mu.Lock()
+				seen[c] = true
+				mu.Unlock()
+			}
+			select {
+			case <-done:
+				return
+			case <-time.After(50 * time.Millisecond):
+			}
 		}
+	}()
+	return func() map[int]bool {
+		close(done)
+		mu.Lock()
+		defer mu.Unlock()
+		return seen
+	}
+}
+
+func childPids(pid int) []int {
+	var out []int
+	tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/children", pid))
+	for _, f := range tasks {
+		b, _ := os.ReadFile(f)
+		for _, s := range strings.Fields(string(b)) {
+			if c, err := strconv.Atoi(s); err == nil {
+				out = append(out, c)
+			}
+		}
+	}
+	return out
+}
+
+// labNamespaces lists the namespaces owned by pids.
+func labNamespaces(pids map[int]bool) []string {
+	var out []string
+	for _, n := range netns.List() {
+		if pids[netns.OwnerPid(n)] {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+func assertNoNamespaces(t *testing.T, pids map[int]bool) {
+	t.Helper()
+	if left := labNamespaces(pids); len(left) > 0 {
+		t.Errorf("namespaces left behind: %v", left)
+	}
+	if len(pids) < 2 {
+		t.Errorf("never saw the lab program (pids %v): the check proves nothing", pids)
 	}
 }
 
@@ -69,12 +127,18 @@ func TestBenchMatrixTiny(t *testing.T) {
 	out := filepath.Join(t.TempDir(), "matrix")
 	cmd := exec.CommandContext(ctx, filepath.Join(binaries(t), "mptun"), "bench", "matrix",
 		"--cells", "r2-8+35-l0-cubic-down,r2-8+35-l2-udp-down", "--seconds", "3", "--out", out, "--json")
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	stdout, err := cmd.Output()
+	var stderr, stdoutB strings.Builder
+	cmd.Stderr, cmd.Stdout = &stderr, &stdoutB
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	stopWatch := labPids(cmd.Process.Pid)
+	err := cmd.Wait()
+	pids := stopWatch()
 	if err != nil {
 		t.Fatalf("mptun bench matrix: %v\n%s", err, stderr.String())
 	}
+	stdout := []byte(stdoutB.String())
 	t.Logf("progress:\n%s", stderr.String())
 	if !strings.Contains(stderr.String(), "[2/2") || !strings.Contains(stderr.String(), "ETA") {
 		t.Errorf("no progress display on stderr")
@@ -139,7 +203,7 @@ func TestBenchMatrixTiny(t *testing.T) {
 			t.Errorf("%s: %v", png, err)
 		}
 	}
-	assertNoNamespaces(t, cmd.Process.Pid)
+	assertNoNamespaces(t, pids)
 }
 
 // TestBenchMatrixInterrupt sends SIGINT mid-run: the command stops, says so
@@ -152,11 +216,12 @@ func TestBenchMatrixInterrupt(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	pid := cmd.Process.Pid
+	stopWatch := labPids(cmd.Process.Pid)
 	deadline := time.Now().Add(30 * time.Second)
 	for running := false; !running; {
 		for _, n := range netns.List() {
-			running = running || (netns.OwnerPid(n) == pid && strings.HasSuffix(n, "-cli"))
+			o := netns.OwnerPid(n)
+			running = running || (o != cmd.Process.Pid && containsPid(childPids(cmd.Process.Pid), o) && strings.HasSuffix(n, "-cli"))
 		}
 		if time.Now().After(deadline) {
 			cmd.Process.Kill()
@@ -185,5 +250,14 @@ func TestBenchMatrixInterrupt(t *testing.T) {
 	if err := json.Unmarshal(b, &doc); err != nil || !doc.Interrupted {
 		t.Errorf("results.json after SIGINT: interrupted %v, %v", doc.Interrupted, err)
 	}
-	assertNoNamespaces(t, pid)
+	assertNoNamespaces(t, stopWatch())
+}
+
+func containsPid(pids []int, p int) bool {
+	for _, q := range pids {
+		if q == p {
+			return true
+		}
+	}
+	return false
 }
