@@ -54,6 +54,8 @@ type ConnStatus struct {
 	DeliveredBytes   uint64         `json:"delivered_bytes"`
 	QueueDrops       uint64         `json:"queue_drops"`
 	Repaired         uint64         `json:"repaired"`
+	NACKsSent        uint64         `json:"nacks_sent"`     // repair requests sent (receiver side)
+	NACKsReceived    uint64         `json:"nacks_received"` // repair requests the peer sent
 	Paths            []PathStatus   `json:"paths"`
 	Reorder          ReorderStats   `json:"reorder"`
 	AQM              AQMStats       `json:"aqm"`
@@ -84,6 +86,11 @@ type ReorderStats struct {
 	Duplicates     uint64
 	LateDropped    uint64
 	Overflow       uint64 // skips forced by the buffer limit
+	PathOrdered    uint64 // delivered at once in their path's order (flows kept on one path)
+	Holes          uint64 // losses found in a path's own sequence
+	NACKs          uint64 // repair requests for them
+	Repaired       uint64 // their gaps filled by a repair
+	RepairGivenUp  uint64 // their gaps skipped, no repair in time
 	Buffered       int    // packets held now
 	// HoldHist counts hold times: bucket i counts holds shorter than the
 	// bound i of reorder.HoldBuckets and at least bound i-1; the last
@@ -175,10 +182,13 @@ func (r SetRequest) Validate() error {
 const MaxCapture = time.Hour
 
 // CaptureRequest is the parameters (and the result) of "capture": write
-// the tunnel's datagrams to File (pcap, IP protocol 33) for Seconds.
+// the tunnel's datagrams as they crossed the wire (pcap of IP + UDP + DCCP)
+// to File for Seconds and, if DCCPFile is set, the same datagrams as IP
+// protocol 33 (UDP header removed) to DCCPFile. No DCCP byte is changed.
 type CaptureRequest struct {
-	File    string  `json:"file"`
-	Seconds float64 `json:"seconds"`
+	File     string  `json:"file"`
+	Seconds  float64 `json:"seconds"`
+	DCCPFile string  `json:"dccp_file,omitempty"`
 }
 
 // Duration is the capture's length.
@@ -190,6 +200,9 @@ func (r CaptureRequest) Duration() time.Duration {
 func (r CaptureRequest) Validate() error {
 	if r.File == "" || !filepath.IsAbs(r.File) {
 		return errors.New("file must be an absolute path")
+	}
+	if r.DCCPFile != "" && (!filepath.IsAbs(r.DCCPFile) || r.DCCPFile == r.File) {
+		return errors.New("dccp_file must be another absolute path")
 	}
 	if d := r.Duration(); d <= 0 || d > MaxCapture {
 		return fmt.Errorf("seconds must be in (0, %v]", MaxCapture.Seconds())

@@ -50,9 +50,10 @@ type Socket interface {
 	Close() error
 }
 
-// Capture records tunnel datagrams for debugging (a pcap writer).
+// Capture records tunnel datagrams for debugging (a pcap writer): the UDP
+// payload as sent or received, between the outer addresses and ports.
 type Capture interface {
-	WritePacket(t time.Time, src, dst netip.Addr, dccp []byte) error
+	WritePacket(t time.Time, src, dst netip.AddrPort, dg []byte) error
 }
 
 // Config is what a Datapath runs.
@@ -470,7 +471,7 @@ func (d *Datapath) handleUDP(now mono.Time, b *udpBatch) {
 		m := &b.msgs[i]
 		dg := m.Buf[:m.N]
 		if cb := d.capture.Load(); cb != nil {
-			cb.c.WritePacket(time.Now(), m.Addr.Addr(), local.Addr(), dg)
+			cb.c.WritePacket(time.Now(), m.Addr, local, dg) // as received
 		}
 		d.ep.HandleDatagram(now, b.sock, m.Addr, local.Addr(), dg, m.TOS&3)
 	}
@@ -492,7 +493,11 @@ func (d *Datapath) flush(now mono.Time) {
 		}
 		dg := m.Buf[:tx.N]
 		if cb := d.capture.Load(); cb != nil {
-			cb.c.WritePacket(time.Now(), d.cfg.Sockets[tx.Local].LocalAddr().Addr(), tx.Remote.Addr(), dg)
+			src := d.cfg.Sockets[tx.Local].LocalAddr()
+			if tx.Src.IsValid() && !tx.Src.IsUnspecified() {
+				src = netip.AddrPortFrom(tx.Src, src.Port())
+			}
+			cb.c.WritePacket(time.Now(), src, tx.Remote, dg)
 		}
 		slot := &d.txMsgs[tx.Local][d.txN[tx.Local]]
 		// Swap buffers: the polled datagram becomes the slot's buffer.

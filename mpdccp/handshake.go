@@ -4,13 +4,14 @@ package mpdccp
 
 import (
 	"crypto/hmac"
+	"github.com/mptun/mptun/ccid"
 	"net/netip"
 
 	"github.com/mptun/mptun/internal/mono"
 	"github.com/mptun/mptun/mpdccp/wire"
 )
 
-func (e *Endpoint) handleRequest(now mono.Time, local int, from netip.AddrPort, to netip.Addr, p *wire.Packet) {
+func (e *Endpoint) handleRequest(now mono.Time, local int, from netip.AddrPort, to netip.Addr, p *wire.Packet, residual uint16) {
 	if p.ServiceCode != e.cfg.ServiceCode {
 		e.drop(DropBadService)
 		e.queueReset(local, from, to, p, wire.ResetBadServiceCode)
@@ -86,6 +87,7 @@ func (e *Endpoint) handleRequest(now mono.Time, local int, from netip.AddrPort, 
 			e.drop(DropTooBusy)
 			return
 		}
+		sf.natResidual = residual
 		sf.peerAddrID = join.AddrID
 		sf.addrID = 0
 		sf.noncePeer = join.Nonce
@@ -117,6 +119,7 @@ func (e *Endpoint) handleRequest(now mono.Time, local int, from netip.AddrPort, 
 		e.removeConn(c)
 		return
 	}
+	sf.natResidual = residual
 	c.acceptSubflow(now, sf, p)
 }
 
@@ -159,6 +162,9 @@ func (c *Conn) subflowOpen(now mono.Time, sf *subflow) {
 	sf.state = sfOpen
 	sf.lastHeard = now
 	c.holdUntil = 0
+	if s, ok := sf.cc.(ccid.RTTSeeder); ok && sf.hsRTT > 0 {
+		s.SeedRTT(now, sf.hsRTT)
+	}
 	c.updatePaths()
 	c.ep.emit(Event{Kind: EventPathUp, Conn: c, Path: sf.id, Remote: sf.remote, Reason: "established"})
 	if c.state == Connecting && !sf.join {

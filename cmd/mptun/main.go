@@ -7,7 +7,7 @@
 //	mptun status [--json]                 connection, paths, RTT, cwnd, rate, loss, counters
 //	mptun set scheduler|reorderer NAME    change at runtime
 //	mptun set prio PATH-ID N              MP_PRIO of a path
-//	mptun capture -w FILE [-d 10s]        pcap of the tunnel's packets (IP protocol 33)
+//	mptun capture -w FILE [-d 10s] [-dccp FILE2]  pcap of the tunnel's datagrams as on the wire (+ IP protocol 33 form)
 //	mptun lab run FILE [--out DIR]        run a lab scenario
 //	mptun bench throughput|aggregate|handover|voip|cc|matrix|latency [--json]
 //
@@ -46,7 +46,9 @@ commands:
   set scheduler NAME             change the scheduler at runtime
   set reorderer NAME             change the reorderer at runtime
   set prio PATH-ID N             set a path's MP_PRIO (0 never, 1 standby, 2 secondary, >=3 primary)
-  capture -w FILE [-d DURATION]  write the tunnel's packets as pcap (IP protocol 33) for DURATION
+  capture -w FILE [-d DURATION] [-dccp FILE2]
+                                 write the tunnel's datagrams as pcap (IP/UDP/DCCP as on the wire;
+                                 FILE2: also as IP protocol 33) for DURATION
   lab run FILE [--out DIR]       run a lab scenario (root; in the mptun-lab program)
   bench throughput|aggregate|handover|voip|cc|matrix|latency [--json]   benchmarks against wireguard-go / kernel MPTCP (root; mptun-lab)
   version
@@ -157,9 +159,11 @@ func printStatus(w io.Writer, st control.Status) {
 			c.State, c.LocalCI, c.PeerCI, c.Scheduler, c.Reorderer, c.Queued)
 		fmt.Fprintf(w, "  sent %d pkts %s  delivered %d pkts %s  queue drops %d\n",
 			c.SentPackets, bytesStr(c.SentBytes), c.DeliveredPackets, bytesStr(c.DeliveredBytes), c.QueueDrops)
-		fmt.Fprintf(w, "  reorder: in order %d  held %d  out of order %d  gaps skipped %d  late %d  dup %d  class (at once) %d\n",
-			c.Reorder.InOrder, c.Reorder.Held, c.Reorder.OutOfOrder, c.Reorder.GapsSkipped,
+		fmt.Fprintf(w, "  reorder: in order %d  held %d  path order %d  out of order %d  gaps skipped %d  late %d  dup %d  class (at once) %d\n",
+			c.Reorder.InOrder, c.Reorder.Held, c.Reorder.PathOrdered, c.Reorder.OutOfOrder, c.Reorder.GapsSkipped,
 			c.Reorder.GapsLateArrive, c.Reorder.Duplicates, c.Reorder.Urgent)
+		fmt.Fprintf(w, "  repair: path losses %d  NACKs %d (sent %d, received %d)  repaired here %d  given up %d  resent by us %d\n",
+			c.Reorder.Holes, c.Reorder.NACKs, c.NACKsSent, c.NACKsReceived, c.Reorder.Repaired, c.Reorder.RepairGivenUp, c.Repaired)
 		fmt.Fprintf(w, "  %-3s %-8s %-9s %-4s %-6s %-10s %8s %8s %6s %9s %9s %7s %s\n",
 			"id", "name", "state", "prio", "ccid", "phase", "rtt ms", "min ms", "cwnd", "rate Mb/s", "pace Mb/s", "loss %", "remote")
 		for _, p := range c.Paths {
@@ -224,7 +228,8 @@ func cmdSet(g globals, args []string) error {
 func cmdCapture(g globals, args []string, stderr io.Writer) error {
 	fs := flag.NewFlagSet("capture", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	file := fs.String("w", "", "pcap `file` to write")
+	file := fs.String("w", "", "pcap `file` to write: the datagrams as on the wire (IP, UDP, DCCP)")
+	native := fs.String("dccp", "", "also write the datagrams to this pcap `file` as IP protocol 33 (UDP header removed)")
 	dur := fs.Duration("d", 10*time.Second, "how long to capture")
 	if err := fs.Parse(args); err != nil {
 		return usageError{err.Error()}
@@ -237,12 +242,21 @@ func cmdCapture(g globals, args []string, stderr io.Writer) error {
 		return err
 	}
 	req := control.CaptureRequest{File: abs, Seconds: dur.Seconds()}
+	if *native != "" {
+		if req.DCCPFile, err = filepath.Abs(*native); err != nil {
+			return err
+		}
+	}
 	if err := control.Call(g.socket, control.MethodCapture, req, nil); err != nil {
 		return err
 	}
 	time.Sleep(*dur + 100*time.Millisecond)
 	if g.json {
 		return printJSON(g.out, req)
+	}
+	if req.DCCPFile != "" {
+		fmt.Fprintf(g.out, "wrote %s and %s (%s)\n", abs, req.DCCPFile, *dur)
+		return nil
 	}
 	fmt.Fprintf(g.out, "wrote %s (%s)\n", abs, *dur)
 	return nil
