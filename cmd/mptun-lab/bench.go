@@ -20,6 +20,8 @@ func benchUsage(w io.Writer) {
        mptun bench aggregate|handover [--seconds S] [--out DIR] [--json]   (lab: mptun vs kernel MPTCP)
        mptun bench voip [--seconds S] [--out DIR] [--json]   (lab: VoIP class redundant vs rr+passive, 5 % loss)
        mptun bench cc [--seconds S] [--json]   (lab: inner cubic/bbr x outer ccid2/bbr/none x AQM on/off)
+       mptun bench matrix [--quick] [--cells P] [--seconds S] [--out DIR] [--list] [--json]   (lab: scenario matrix, issues 10 and 17)
+       mptun bench latency [--seconds S] [--reps N] [--out DIR] [--json]   (lab: idle RTT, short transfers, web delay)
 `)
 }
 
@@ -27,6 +29,12 @@ func benchMain(args []string, asJSON bool, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
 		benchUsage(stderr)
 		return 2
+	}
+	switch args[0] { // these check for root themselves (--list needs none)
+	case "matrix":
+		return bench.MatrixMain(args[1:], asJSON, stdout, stderr)
+	case "latency":
+		return bench.LatencyMain(args[1:], asJSON, stdout, stderr)
 	}
 	if os.Geteuid() != 0 {
 		fmt.Fprintln(stderr, "mptun bench: needs root (network namespaces, TUN devices)")

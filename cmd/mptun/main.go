@@ -9,7 +9,7 @@
 //	mptun set prio PATH-ID N              MP_PRIO of a path
 //	mptun capture -w FILE [-d 10s] [-dccp FILE2]  pcap of the tunnel's datagrams as on the wire (+ IP protocol 33 form)
 //	mptun lab run FILE [--out DIR]        run a lab scenario
-//	mptun bench throughput|aggregate|handover|voip|cc [--json]
+//	mptun bench throughput|aggregate|handover|voip|cc|matrix|latency [--json]
 //
 // Global flags: -s SOCKET (default /run/mptun/mptun0.sock) or -i INSTANCE.
 package main
@@ -50,7 +50,7 @@ commands:
                                  write the tunnel's datagrams as pcap (IP/UDP/DCCP as on the wire;
                                  FILE2: also as IP protocol 33) for DURATION
   lab run FILE [--out DIR]       run a lab scenario (root; in the mptun-lab program)
-  bench throughput|aggregate|handover|voip|cc [--json]   benchmarks against wireguard-go / kernel MPTCP (root; mptun-lab)
+  bench throughput|aggregate|handover|voip|cc|matrix|latency [--json]   benchmarks against wireguard-go / kernel MPTCP (root; mptun-lab)
   version
 `)
 }
