@@ -64,6 +64,7 @@ type Conn struct {
 	localCI, peerCI uint32
 	keys            connKeys
 	mpConfirmed     bool
+	sec             *connSec // secure mode (secure_handshake.go)
 
 	subflows     []*subflow
 	nextPathID   int
@@ -134,6 +135,7 @@ type connCounters struct {
 	CtrlRetransmits                  uint64
 	CtrlGivenUp                      uint64
 	Repaired                         uint64 // lost packets sent once more (loss repair)
+	ECNDrops                         uint64 // secure mode: CE on a Not-ECT inner packet
 }
 
 // PathStats describe one subflow.

@@ -44,6 +44,7 @@ import (
 	"github.com/mptun/mptun/ccid"
 	"github.com/mptun/mptun/ccid/aqm"
 	"github.com/mptun/mptun/internal/mono"
+	"github.com/mptun/mptun/mpdccp/noise"
 	"github.com/mptun/mptun/mpdccp/wire"
 	"github.com/mptun/mptun/reorder"
 	"github.com/mptun/mptun/scheduler"
@@ -103,6 +104,9 @@ type Config struct {
 	ECN bool
 	// InitialMPSeq, when non-zero, fixes the first MP_SEQ (tests).
 	InitialMPSeq uint64
+	// Security, when set, authenticates and encrypts everything
+	// (secure.go); nil is plain RFC 9897.
+	Security *Security
 }
 
 const (
@@ -171,11 +175,20 @@ const (
 	DropDuplicate                     // duplicate MP_SEQ (redundant copy or replay)
 	DropNoMPSeq                       // data without MP_SEQ
 	DropClosed                        // connection closing
+	// Secure mode (secure.go): each of these fails closed.
+	DropAuth        // AEAD open failed or the packet may not be unsealed here
+	DropReplay      // sequence number seen before, or too old; replayed first message or join
+	DropHandshake   // malformed or unauthentic Noise message
+	DropUnknownPeer // handshake from a key not in the peer list
+	DropDowngrade   // Request offering only plain keys to a secure server
+	DropRateLimited // handshakes over a source's rate
+	DropInnerSource // inner source address outside the peer's allowed IPs
 	numDropReasons
 )
 
 var dropNames = [...]string{"malformed", "checksum", "no-conn", "out-of-window", "bad-option",
-	"bad-state", "bad-hmac", "too-busy", "bad-service", "duplicate", "no-mpseq", "closed"}
+	"bad-state", "bad-hmac", "too-busy", "bad-service", "duplicate", "no-mpseq", "closed",
+	"auth", "replay", "bad-handshake", "unknown-peer", "downgrade", "rate-limited", "inner-source"}
 
 func (r DropReason) String() string {
 	if int(r) < len(dropNames) {
@@ -191,6 +204,8 @@ type EndpointStats struct {
 	Dropped                   [numDropReasons]uint64 // indexed by DropReason
 	ResetsSent                uint64
 	EventsLost                uint64
+	CookieReplies             uint64 // secure server: cookie replies sent (under load)
+	CookiesTaken              uint64 // secure client: cookie replies accepted
 	Conns                     int
 }
 
@@ -222,6 +237,7 @@ type Endpoint struct {
 	fb         ccid.Feedback
 	// testBadJoinHMAC corrupts the MP_HMAC of joins (tests).
 	testBadJoinHMAC bool
+	sec             *epSec // secure mode (secure.go); nil: plain RFC 9897
 }
 
 type sfKey struct {
@@ -241,6 +257,8 @@ type statelessReply struct {
 	dstPort  uint16
 	seq, ack uint64
 	code     wire.ResetCode
+	exp      [1 + noise.CookieReplyLen]byte // MP_EXP data (secure cookie reply)
+	expLen   int
 }
 
 const maxStateless = 64
@@ -285,6 +303,12 @@ func NewEndpoint(cfg Config) (*Endpoint, error) {
 		runs:    make([]ccid.AckRun, 0, 256),
 	}
 	e.pool.size = cfg.MaxPacket
+	if cfg.Security != nil {
+		var err error
+		if e.sec, err = newEPSec(cfg.Security, cfg.Role, cfg.MaxPacket); err != nil {
+			return nil, err
+		}
+	}
 	e.ccidName = resolveName(cfg.CCID, defaultCCID, fallbackCCID, ccid.Names())
 	e.schedName = resolveName(cfg.Scheduler, defaultScheduler, fallbackScheduler, scheduler.Names())
 	e.reoName = resolveName(cfg.Reorderer, defaultReorderer, fallbackReorderer, reorder.Names())
@@ -302,7 +326,12 @@ func NewEndpoint(cfg Config) (*Endpoint, error) {
 
 // MaxPayload is the largest inner packet Conn.Send accepts: MaxPacket minus
 // the DataAck header, MP_SEQ and room for a short Ack Vector.
-func (e *Endpoint) MaxPayload() int { return e.cfg.MaxPacket - dataOverhead }
+func (e *Endpoint) MaxPayload() int {
+	if e.sec != nil {
+		return e.cfg.MaxPacket - dataOverhead - sealOverhead
+	}
+	return e.cfg.MaxPacket - dataOverhead
+}
 
 // dataOverhead: DataAck header 24 + MP_SEQ 9 + Ack Vector (2+5) + padding.
 const dataOverhead = 24 + 9 + 7 + 4
@@ -428,7 +457,11 @@ func (e *Endpoint) newConn(now mono.Time) (*Conn, error) {
 			break
 		}
 	}
-	if e.cfg.Role == Client {
+	if e.cfg.Role == Client && e.sec != nil {
+		if err := e.secInitClient(c); err != nil {
+			return nil, fmt.Errorf("mpdccp: handshake: %w", err)
+		}
+	} else if e.cfg.Role == Client {
 		c.keys.offered = make([][maxKeyLen]byte, len(keySchemes))
 		for i, s := range keySchemes {
 			copy(c.keys.offered[i][:], e.random(s.len))
@@ -455,6 +488,7 @@ func (e *Endpoint) removeConn(c *Conn) {
 	if e.byCI[c.localCI] == c {
 		delete(e.byCI, c.localCI)
 	}
+	e.secForget(c)
 	for _, sf := range c.subflows {
 		e.unindex(sf)
 	}
@@ -501,8 +535,11 @@ func (e *Endpoint) pickPort(remotePort uint16) uint16 {
 }
 
 func (e *Endpoint) queueReset(local int, remote netip.AddrPort, src netip.Addr, p *wire.Packet, code wire.ResetCode) {
-	if p.Type == wire.TypeReset {
-		return // never answer a Reset with a Reset (RFC 4340 §8.5)
+	if p.Type == wire.TypeReset || e.sec != nil {
+		// Never answer a Reset with a Reset (RFC 4340 §8.5). A secure end
+		// stays silent: an unauthenticated Reset means nothing to its
+		// peer, and silence reflects nothing.
+		return
 	}
 	if len(e.stateless) >= maxStateless {
 		return
@@ -532,12 +569,13 @@ func (e *Endpoint) HandleDatagram(now mono.Time, local int, from netip.AddrPort,
 	}
 	key := sfKey{remote: from, local: p.DstPort, rem: p.SrcPort}
 	sf := e.byKey[key]
+	opened := false
 	if sf == nil && p.Type != wire.TypeRequest {
-		sf = e.rebind(now, from, p)
+		sf, opened = e.rebind(now, from, p, b, ecn)
 	}
 	if sf == nil {
 		if p.Type == wire.TypeRequest && e.cfg.Role == Server {
-			e.handleRequest(now, local, from, to, p)
+			e.handleRequest(now, local, from, to, p, b)
 			return
 		}
 		e.drop(DropNoConn)
@@ -549,27 +587,49 @@ func (e *Endpoint) HandleDatagram(now mono.Time, local int, from netip.AddrPort,
 		}
 		return
 	}
+	if e.sec != nil && !opened && !sf.conn.secOpen(now, sf, b, p, ecn) {
+		return // secure mode: unauthenticated, dropped and counted
+	}
 	sf.conn.handlePacket(now, sf, p, ecn, len(b))
 }
 
 // rebind finds a subflow for a packet from an unknown address by its DCCP
 // ports and a sequence number valid for that subflow (NAT rebinding), and
 // moves the subflow to the new address.
-func (e *Endpoint) rebind(now mono.Time, from netip.AddrPort, p *wire.Packet) *subflow {
+func (e *Endpoint) rebind(now mono.Time, from netip.AddrPort, p *wire.Packet, b []byte, ecn uint8) (*subflow, bool) {
 	for _, sf := range e.byPorts[portKey{p.DstPort, p.SrcPort}] {
 		// Only a packet newer than anything received may move a subflow: a
 		// replayed packet from another address must not hijack it.
 		if sf.state < sfPartOpen || sf.state >= sfClosed || !sf.seqValid(p) || !seqLess(sf.gsr, p.Seq) {
 			continue
 		}
-		e.unindex(sf)
-		old := sf.remote
-		sf.remote = from
-		e.index(sf)
-		e.emit(Event{Kind: EventPathRebind, Conn: sf.conn, Path: sf.id, Remote: from, Reason: "from " + old.String()})
-		return sf
+		// Secure mode: only an authenticated packet moves a subflow. It is
+		// opened on a copy, since a failed open destroys the payload.
+		if e.sec != nil {
+			trial := e.sec.scratch[:len(b)]
+			copy(trial, b)
+			var tp wire.Packet
+			if wire.Parse(trial, &tp) != nil || !sf.conn.secOpen(now, sf, trial, &tp, ecn) {
+				continue
+			}
+			copy(b, trial)
+			_ = wire.Parse(b, p) // the same layout, now over b
+			p.Payload = p.Payload[:len(tp.Payload)]
+			e.moveSubflow(sf, from)
+			return sf, true
+		}
+		e.moveSubflow(sf, from)
+		return sf, false
 	}
-	return nil
+	return nil, false
+}
+
+func (e *Endpoint) moveSubflow(sf *subflow, from netip.AddrPort) {
+	e.unindex(sf)
+	old := sf.remote
+	sf.remote = from
+	e.index(sf)
+	e.emit(Event{Kind: EventPathRebind, Conn: sf.conn, Path: sf.id, Remote: from, Reason: "from " + old.String()})
 }
 
 // PollTransmit writes the next datagram that may leave now into buf.
@@ -582,6 +642,9 @@ func (e *Endpoint) PollTransmit(now mono.Time, buf []byte) (Transmit, bool) {
 		e.stateless = append(e.stateless[:0], e.stateless[1:]...)
 		h := wire.Header{SrcPort: r.srcPort, DstPort: r.dstPort, Type: wire.TypeReset, Seq: r.seq, Ack: r.ack, ResetCode: r.code}
 		if e.bld.Begin(buf, &h) == nil {
+			if r.expLen > 0 {
+				_ = e.bld.MP(&wire.MPOption{Type: wire.MPExp, Raw: r.exp[:r.expLen]})
+			}
 			if n, err := e.bld.Finish(nil); err == nil {
 				wire.SetChecksum(buf[:n], checksumAddr, checksumAddr)
 				e.stats.ResetsSent++

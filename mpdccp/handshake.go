@@ -10,7 +10,7 @@ import (
 	"github.com/mptun/mptun/mpdccp/wire"
 )
 
-func (e *Endpoint) handleRequest(now mono.Time, local int, from netip.AddrPort, to netip.Addr, p *wire.Packet) {
+func (e *Endpoint) handleRequest(now mono.Time, local int, from netip.AddrPort, to netip.Addr, p *wire.Packet, b []byte) {
 	if p.ServiceCode != e.cfg.ServiceCode {
 		e.drop(DropBadService)
 		e.queueReset(local, from, to, p, wire.ResetBadServiceCode)
@@ -23,6 +23,7 @@ func (e *Endpoint) handleRequest(now mono.Time, local int, from netip.AddrPort, 
 		haveKey     bool
 		haveJoin    bool
 		mo          wire.MPOption
+		exp         []byte // MP_EXP: the Noise first message in secure mode
 	)
 	it := wire.NewOptionIter(p.Options)
 	for {
@@ -46,6 +47,8 @@ func (e *Endpoint) handleRequest(now mono.Time, local int, from netip.AddrPort, 
 				key, haveKey = mo, true
 			case wire.MPJoin:
 				join, haveJoin = mo, true
+			case wire.MPExp:
+				exp = mo.Raw
 			}
 		}
 	}
@@ -67,6 +70,9 @@ func (e *Endpoint) handleRequest(now mono.Time, local int, from netip.AddrPort, 
 			e.drop(DropNoConn)
 			e.queueReset(local, from, to, p, wire.ResetNoConnection)
 			return
+		}
+		if e.sec != nil && !e.secCheckJoin(c, b, p, join.Nonce) {
+			return // forged or replayed join: no subflow, no answer
 		}
 		live := 0
 		for _, sf := range c.subflows {
@@ -91,6 +97,10 @@ func (e *Endpoint) handleRequest(now mono.Time, local int, from netip.AddrPort, 
 		sf.noncePeer = join.Nonce
 		sf.nonceLocal = e.rand32()
 		c.acceptSubflow(now, sf, p)
+		return
+	}
+	if e.sec != nil {
+		e.secAccept(now, local, from, to, p, key, exp)
 		return
 	}
 	if len(e.conns) >= e.cfg.MaxConns {
@@ -133,6 +143,9 @@ func (c *Conn) acceptSubflow(now mono.Time, sf *subflow, p *wire.Packet) {
 	sf.respUntil = now.Add(respondTimeout)
 	sf.lastHeard = now
 	sf.stats.PacketsIn++
+	if c.sec != nil {
+		sf.crypt = c.secSubflowKeys(now, sf)
+	}
 	c.ep.index(sf)
 	// Process the Request's feature options (Change R MP_CAPABLE etc).
 	c.handleFeatures(sf, p.Options)
@@ -163,6 +176,7 @@ func (c *Conn) subflowOpen(now mono.Time, sf *subflow) {
 	c.ep.emit(Event{Kind: EventPathUp, Conn: c, Path: sf.id, Remote: sf.remote, Reason: "established"})
 	if c.state == Connecting && !sf.join {
 		c.state = Open
+		c.ep.secConnOpen(now, c)
 		c.ep.emit(Event{Kind: EventConnOpen, Conn: c, Path: sf.id, Remote: sf.remote})
 		if c.ep.cfg.Role == Client {
 			joins := c.pendingJoins
@@ -193,7 +207,9 @@ func (c *Conn) handleResponse(now mono.Time, sf *subflow, p *wire.Packet, ro *rx
 		return
 	}
 	if !sf.join {
-		if !ro.hasKey || !c.keys.acceptChosen(ro.key) {
+		// Secure mode: secOpenResponse has set the keys from the Noise
+		// handshake before this packet could be read at all.
+		if !ro.hasKey || c.sec == nil && !c.keys.acceptChosen(ro.key) || c.sec != nil && !c.sec.ready {
 			e.drop(DropBadOption)
 			sf.resetOut, sf.resetCode = true, wire.ResetOptionError
 			c.failSubflow(sf, wire.ResetOptionError, "bad MP_KEY in Response")

@@ -139,6 +139,7 @@ type subflow struct {
 	peerRTT   time.Duration
 	rttSentAt mono.Time
 	stats     PathCounters
+	crypt     *sfCrypto // secure mode: packet keys, replay window
 }
 
 // PathCounters are a subflow's packet counters.
@@ -374,6 +375,14 @@ type pktSpec struct {
 func (c *Conn) build(now mono.Time, sf *subflow, buf []byte, ps *pktSpec) (Transmit, bool) {
 	e := c.ep
 	b := &e.bld
+	// Secure mode: room for the AEAD tag, which secSeal appends.
+	seal, canSeal := c.secSealing(sf, ps.typ)
+	if !canSeal {
+		return Transmit{}, false
+	}
+	if seal {
+		buf = buf[:len(buf)-sealOverhead]
+	}
 	h := wire.Header{SrcPort: sf.localPort, DstPort: sf.remotePort, Type: ps.typ, Seq: sf.nextSeq()}
 	if ps.typ.HasAck() {
 		h.Ack = sf.gsr
@@ -425,6 +434,9 @@ func (c *Conn) build(now mono.Time, sf *subflow, buf []byte, ps *pktSpec) (Trans
 	}
 	// Handshake options.
 	switch {
+	case ps.typ == wire.TypeRequest && !sf.join && c.sec != nil,
+		ps.typ == wire.TypeResponse && !sf.join && c.sec != nil:
+		c.putSecureKey(b, ps.typ)
 	case ps.typ == wire.TypeRequest && !sf.join:
 		c.putKey(b)
 	case ps.typ == wire.TypeRequest && sf.join:
@@ -469,6 +481,11 @@ func (c *Conn) build(now mono.Time, sf *subflow, buf []byte, ps *pktSpec) (Trans
 		sf.gss = seqAdd(sf.gss, -1)
 		return Transmit{}, false
 	}
+	var sealedECN uint8
+	if seal {
+		buf = buf[:len(buf)+sealOverhead]
+		n, sealedECN = c.secSeal(now, sf, buf, n, ps.typ, h.Seq, ps.payload)
+	}
 	wire.SetChecksum(buf[:n], checksumAddr, checksumAddr)
 	sf.cc.OnPacketSent(now, h.Seq, n, ps.inFlight)
 	sf.lastSent = now
@@ -486,6 +503,9 @@ func (c *Conn) build(now mono.Time, sf *subflow, buf []byte, ps *pktSpec) (Trans
 	t := Transmit{N: n, Path: sf.id, Local: sf.local, Remote: sf.remote}
 	if isData && c.ep.cfg.ECN {
 		t.ECN = 2 // ECT(0)
+	}
+	if seal && c.ep.cfg.ECN {
+		t.ECN = sealedECN
 	}
 	return t, true
 }

@@ -1,0 +1,240 @@
+// SPDX-License-Identifier: MIT
+
+package mpdccp
+
+import (
+	"github.com/mptun/mptun/internal/mono"
+	"github.com/mptun/mptun/mpdccp/noise"
+	"github.com/mptun/mptun/mpdccp/wire"
+)
+
+// sessionKeys are RFC 9897's keys in secure mode, derived from the Noise
+// handshake: the HMAC keys of MP_JOIN, MP_ADDADDR and MP_REMOVEADDR (each
+// side's d-key) and the tokens MP_CLOSE and MP_FAST_CLOSE carry. The
+// handshake's plain key data (ephemeral public keys) never keys anything.
+type sessionKeys struct {
+	hmacOwn, hmacPeer   [32]byte
+	closeOwn, closePeer [16]byte
+}
+
+// secSealing reports whether a packet of type typ on sf is sealed, and
+// prepares its key; a subflow that cannot seal (no key yet) sends nothing
+// but its first-subflow Request.
+func (c *Conn) secSealing(sf *subflow, typ wire.Type) (seal, ok bool) {
+	if c.sec == nil {
+		return false, true
+	}
+	if typ == wire.TypeRequest && !sf.join {
+		return false, true // carries the Noise first message itself
+	}
+	if typ == wire.TypeRequest {
+		return true, c.sec.ready
+	}
+	return true, sf.crypt != nil
+}
+
+// secSeal seals the packet in buf[:n] built for sf and returns its new
+// length and the outer ECN field (from the inner packet, RFC 6040).
+func (c *Conn) secSeal(now mono.Time, sf *subflow, buf []byte, n int, typ wire.Type, seq uint64, payload []byte) (int, uint8) {
+	hl := int(buf[4]) * 4
+	if typ == wire.TypeRequest {
+		k := joinRequestKey(&c.sec.tx, sf.nonceLocal)
+		n = sealPacket(newAEAD(c.sec.kind, &k), 0, buf, hl, n, seq)
+	} else {
+		k := sf.crypt.txKey(now, &c.ep.sec.cfg)
+		n = sealPacket(k.aead, k.phase, buf, hl, n, seq)
+	}
+	ecn := uint8(ect0)
+	if typ.HasData() {
+		ecn = outerECN(payload)
+	}
+	return n, ecn
+}
+
+// secOpen authenticates and decrypts a packet for sf (secure mode) in
+// place, updating p.Payload. It drops (and counts) anything that fails:
+// nothing unauthenticated reaches the state machines. Responses install
+// the keys they prove.
+func (c *Conn) secOpen(now mono.Time, sf *subflow, b []byte, p *wire.Packet, ecn uint8) bool {
+	e := c.ep
+	hl := int(b[4]) * 4
+	switch {
+	case p.Type == wire.TypeRequest && sf.state == sfRespond && sf.join:
+		if sf.crypt == nil || !e.secCheckJoinRetransmit(c, b, p, sf) {
+			return false
+		}
+		return true
+	case p.Type == wire.TypeRequest && sf.state == sfRespond:
+		// A retransmitted first Request: the very same Noise message.
+		if exp := findExp(p.Options, expInitiation); exp == nil || c.sec == nil || !bytes16Equal(exp[1:], c.sec.initMsg[:]) {
+			e.drop(DropAuth)
+			return false
+		}
+		return true
+	case sf.state == sfRequest && p.Type == wire.TypeResponse:
+		return c.secOpenResponse(now, sf, b, p)
+	case sf.crypt == nil:
+		if sf.state == sfRequest && p.Type == wire.TypeReset {
+			c.secCookieReply(now, sf, p)
+			return false
+		}
+		e.drop(DropAuth)
+		return false
+	}
+	k := sf.crypt
+	if k.replay.seen(p.Seq) {
+		e.drop(DropReplay)
+		return false
+	}
+	key, update := k.rxKey(now, b[reservedByte]&keyPhaseBit, p.Seq)
+	out, ok := openPacket(key.aead, b, hl, p.Seq)
+	if !ok {
+		e.drop(DropAuth)
+		return false
+	}
+	if update {
+		k.commitUpdate(p.Seq)
+	}
+	k.replay.mark(p.Seq)
+	p.Payload = out
+	if ecn == ce && p.Type.HasData() && len(out) > 0 && !decapInnerCE(out) {
+		p.Payload = out[:0] // CE on a Not-ECT inner packet: drop it (RFC 6040)
+		c.stats.ECNDrops++
+	}
+	return true
+}
+
+func bytes16Equal(a, b []byte) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// secCheckJoinRetransmit opens a retransmitted join Request.
+func (e *Endpoint) secCheckJoinRetransmit(c *Conn, b []byte, p *wire.Packet, sf *subflow) bool {
+	k := joinRequestKey(&c.sec.rx, sf.noncePeer)
+	if _, ok := openPacket(newAEAD(c.sec.kind, &k), b, int(b[4])*4, p.Seq); !ok {
+		e.drop(DropAuth)
+		return false
+	}
+	return true
+}
+
+// secOpenResponse handles a client's Response: for the first subflow it
+// completes the Noise handshake, for a join it derives the subflow keys;
+// the keys are kept only if they open the Response itself.
+func (c *Conn) secOpenResponse(now mono.Time, sf *subflow, b []byte, p *wire.Packet) bool {
+	e := c.ep
+	var sess noise.Session
+	var kind uint8
+	if !sf.join {
+		exp := findExp(p.Options, expResponse)
+		if exp == nil || c.sec == nil || c.sec.init == nil || len(exp) != 1+noise.ResponseLen {
+			e.drop(DropHandshake)
+			return false
+		}
+		var pay [noise.RespPayloadLen]byte
+		var err error
+		var out []byte
+		if sess, out, err = c.sec.init.ConsumeResponse(exp[1:], pay[:0]); err != nil || out[0] > aeadAESGCM {
+			e.drop(DropHandshake)
+			return false
+		}
+		kind = out[0]
+	}
+	// Try the keys on a copy of the connection's secrets: commit on success.
+	trial := *c.sec
+	if !sf.join {
+		trial.tx, trial.rx, trial.kind = sess.Send, sess.Recv, kind
+	} else {
+		nonce, ok := findJoinNonce(p.Options)
+		if !ok || !c.sec.ready {
+			e.drop(DropAuth)
+			return false
+		}
+		sf.noncePeer = nonce
+	}
+	cn, sn := sf.nonceLocal, sf.noncePeer
+	if !sf.join {
+		cn, sn = 0, 0
+	}
+	tx, rx := trial.subflowSecrets(cn, sn)
+	k := newSFCrypto(trial.kind, tx, rx, now)
+	out, ok := openPacket(k.rx.aead, b, int(b[4])*4, p.Seq)
+	if !ok {
+		e.drop(DropAuth)
+		return false
+	}
+	k.replay.mark(p.Seq)
+	if !sf.join {
+		ephemeral := findNoiseKey(p.Options)
+		c.installSession(&sess, kind)
+		c.keys.setNoise(c.sec.ephemeral[:], ephemeral)
+	}
+	sf.crypt = k
+	p.Payload = out
+	return true
+}
+
+// secCookieReply takes a cookie reply (a Reset with MP_EXP) to our
+// Request; the next copy of the Request carries mac2 and goes at once.
+func (c *Conn) secCookieReply(now mono.Time, sf *subflow, p *wire.Packet) {
+	exp := findExp(p.Options, expCookieReply)
+	if sf.join || exp == nil || c.sec == nil || c.sec.init == nil || c.sec.init.ConsumeCookieReply(exp[1:]) != nil {
+		c.ep.drop(DropAuth)
+		return
+	}
+	c.ep.stats.CookiesTaken++
+	sf.reqDue = now
+}
+
+func findExp(opts []byte, kind byte) []byte {
+	it := wire.NewOptionIter(opts)
+	var mo wire.MPOption
+	for {
+		o, ok := it.Next()
+		if !ok {
+			return nil
+		}
+		if o.Type == wire.OptMultipath && wire.ParseMP(o.Data, &mo) == nil && mo.Type == wire.MPExp &&
+			len(mo.Raw) > 0 && mo.Raw[0] == kind {
+			return mo.Raw
+		}
+	}
+}
+
+func findJoinNonce(opts []byte) (uint32, bool) {
+	it := wire.NewOptionIter(opts)
+	var mo wire.MPOption
+	for {
+		o, ok := it.Next()
+		if !ok {
+			return 0, false
+		}
+		if o.Type == wire.OptMultipath && wire.ParseMP(o.Data, &mo) == nil && mo.Type == wire.MPJoin {
+			return mo.Nonce, true
+		}
+	}
+}
+
+func findNoiseKey(opts []byte) []byte {
+	it := wire.NewOptionIter(opts)
+	var mo wire.MPOption
+	for {
+		o, ok := it.Next()
+		if !ok {
+			return make([]byte, 32)
+		}
+		if o.Type == wire.OptMultipath && wire.ParseMP(o.Data, &mo) == nil && mo.Type == wire.MPKey {
+			if kt, kd, _, ok := wire.NextKey(mo.Keys); ok && kt == mpKeyTypeNoise {
+				return kd[:32]
+			}
+		}
+	}
+}
