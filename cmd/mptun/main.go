@@ -49,6 +49,8 @@ commands:
   capture -w FILE [-d DURATION]  write the tunnel's packets as pcap (IP protocol 33) for DURATION
   lab run FILE [--out DIR]       run a lab scenario (root)
   bench throughput|aggregate|handover [--json]   benchmarks against wireguard-go / kernel MPTCP (root)
+  genkey                         print a new private key (base64 X25519)
+  pubkey                         read a private key on stdin, print its public key
   version
 `)
 }
@@ -86,6 +88,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return labMain(rest, stdout, stderr)
 	case "bench":
 		return benchMain(rest, g.json, stdout, stderr)
+	case "genkey":
+		err = cmdGenkey(rest, stdout)
+	case "pubkey":
+		err = cmdPubkey(rest, os.Stdin, stdout)
 	case "version":
 		fmt.Fprintln(stdout, "mptun", version)
 	case "help", "-h", "--help":
