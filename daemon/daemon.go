@@ -110,6 +110,7 @@ func New(cfg *config.Config, log *slog.Logger) (d *Daemon, err error) {
 		KeepAlive:   cfg.Connection.Keepalive,
 		PathTimeout: cfg.Connection.PathTimeout,
 		ECN:         true,
+		Security:    engineSecurity(cfg, log),
 	}
 	if cfg.Connection.Role == config.RoleServer {
 		epCfg.Role = mpdccp.Server
@@ -281,7 +282,7 @@ func (d *Daemon) Run(ctx context.Context, ready func()) error {
 	name, _ := d.dev.Name()
 	d.log.Info("mptund running", "role", d.cfg.Connection.Role, "tun", name, "inner_mtu", d.innerMTU,
 		"sockets", len(d.sockets), "ccid", d.cfg.Connection.CCID, "scheduler", d.cfg.Connection.Scheduler,
-		"reorderer", d.cfg.Connection.Reorderer)
+		"reorderer", d.cfg.Connection.Reorderer, "security", d.cfg.Connection.Security, "public_key", d.ep.PublicKey())
 	if ready != nil {
 		ready()
 	}

@@ -55,6 +55,9 @@ func (c *statusCollector) Collect(ch chan<- prometheus.Metric) {
 		c.set.Drop(metrics.DirRx, "ecn_not_ect").Store(st.Datapath.DroppedECN)
 		c.set.Drop(metrics.DirRx, "malformed").Store(st.Dropped["malformed"] + st.Dropped["checksum"])
 		c.set.Drop(metrics.DirRx, "unknown_conn").Store(st.Dropped["no-conn"])
+		for reason, label := range securityDrops {
+			c.set.Drop(metrics.DirRx, label).Store(st.Dropped[reason])
+		}
 	}
 	c.set.Collect(ch)
 }

@@ -27,6 +27,10 @@ type Status struct {
 	Datapath   DPStatus          `json:"datapath"`
 	Dropped    map[string]uint64 `json:"dropped_datagrams"`
 	ResetsSent uint64            `json:"resets_sent"`
+	// Security is "noise" or "none"; PublicKey is this end's key.
+	Security      string `json:"security"`
+	PublicKey     string `json:"public_key,omitempty"`
+	CookieReplies uint64 `json:"cookie_replies"`
 }
 
 // ConnStatus is one MP-DCCP connection.
@@ -47,6 +51,10 @@ type ConnStatus struct {
 	Reorder          reorder.Stats  `json:"reorder"`
 	AQM              aqm.Stats      `json:"aqm"`
 	SchedulerPicks   map[int]uint64 `json:"scheduler_picks"`
+	// Peer is the authenticated public key of the other end, AEAD the
+	// packet protection (secure mode).
+	Peer string `json:"peer,omitempty"`
+	AEAD string `json:"aead,omitempty"`
 }
 
 // OpenPaths counts the connection's paths that are up.
@@ -130,13 +138,22 @@ func (d *Daemon) Status(ctx context.Context) (Status, error) {
 			}
 		}
 		st.ResetsSent = es.ResetsSent
+		st.CookieReplies = es.CookieReplies
+		st.Security = d.cfg.Connection.Security
+		if ep.Sealed() {
+			st.PublicKey = ep.PublicKey().String()
+		}
 		for _, c := range ep.Conns() {
 			cs := c.Stats()
 			out := ConnStatus{State: cs.State.String(), LocalCI: cs.LocalCI, PeerCI: cs.PeerCI,
 				Scheduler: schedName, Reorderer: reoName, Queued: cs.Queued,
 				SentPackets: cs.SentPackets, SentBytes: cs.SentBytes,
 				DeliveredPackets: cs.DeliveredPackets, DeliveredBytes: cs.DeliveredBytes,
-				QueueDrops: cs.QueueDrops, Repaired: cs.Repaired, Reorder: cs.Reorder, AQM: cs.AQM, SchedulerPicks: cs.Scheduler.Picks}
+				QueueDrops: cs.QueueDrops, Repaired: cs.Repaired, Reorder: cs.Reorder, AQM: cs.AQM, SchedulerPicks: cs.Scheduler.Picks,
+				AEAD: c.AEAD()}
+			if k := c.PeerKey(); !k.IsZero() {
+				out.Peer = k.String()
+			}
 			for _, p := range cs.Paths {
 				cc := p.CC
 				ps := PathStatus{ID: p.ID, Name: d.pathName[p.ID], State: p.State, Failed: p.Failed,

@@ -409,6 +409,15 @@ func (d *Datapath) handleTUN(now mono.Time, b *tunBatch) {
 // route picks the connection for an inner packet: the only one on a
 // client, or on a concentrator the one its destination was learned from.
 func (d *Datapath) route(pkt []byte, conns []*mpdccp.Conn) *mpdccp.Conn {
+	if d.ep.Sealed() {
+		// Secure mode: cryptokey routing by the peers' allowed IPs, never
+		// by learnt source addresses.
+		dst, ok := innerAddr(pkt, false)
+		if !ok {
+			return nil
+		}
+		return d.ep.RouteInner(dst)
+	}
 	if len(conns) == 1 {
 		return conns[0]
 	}
@@ -471,7 +480,9 @@ func (d *Datapath) handleUDP(now mono.Time, b *udpBatch) {
 		m := &b.msgs[i]
 		dg := m.Buf[:m.N]
 		ecn := m.TOS & 3
-		if ecn == ce && !d.decapCE(dg) {
+		// Secure mode: the inner packet is encrypted; the engine applies
+		// the CE mark after opening it.
+		if ecn == ce && !d.ep.Sealed() && !d.decapCE(dg) {
 			d.Stats.DroppedECN.Add(1)
 			continue
 		}
@@ -545,7 +556,9 @@ func (d *Datapath) flush(now mono.Time) {
 		}
 		dg := m.Buf[:tx.N]
 		var tos uint8 = ect0
-		if off, ok := dccpPayloadOffset(dg); ok {
+		if d.ep.Sealed() {
+			tos = tx.ECN // from the plaintext, before sealing
+		} else if off, ok := dccpPayloadOffset(dg); ok {
 			if iecn, ok := innerECN(dg[off:]); ok {
 				tos = outerECN(iecn)
 			}
@@ -577,7 +590,7 @@ func (d *Datapath) flush(now mono.Time) {
 			break
 		}
 		pkt := out[tunOffset : tunOffset+n]
-		if c != nil && len(d.ep.Conns()) > 1 {
+		if c != nil && len(d.ep.Conns()) > 1 && !d.ep.Sealed() {
 			if src, ok := innerAddr(pkt, true); ok {
 				if d.routes[src] != c {
 					d.routes[src] = c

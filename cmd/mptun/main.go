@@ -151,14 +151,20 @@ func cmdStatus(g globals, args []string) error {
 }
 
 func printStatus(w io.Writer, st daemon.Status) {
-	fmt.Fprintf(w, "%s %s  inner MTU %d  up %s\n", st.Role, st.Tunnel, st.InnerMTU,
-		(time.Duration(st.UptimeS) * time.Second).String())
+	fmt.Fprintf(w, "%s %s  inner MTU %d  up %s  security %s\n", st.Role, st.Tunnel, st.InnerMTU,
+		(time.Duration(st.UptimeS) * time.Second).String(), st.Security)
+	if st.PublicKey != "" {
+		fmt.Fprintf(w, "public key %s  cookie replies %d\n", st.PublicKey, st.CookieReplies)
+	}
 	if len(st.Conns) == 0 {
 		fmt.Fprintln(w, "no connection")
 	}
 	for _, c := range st.Conns {
 		fmt.Fprintf(w, "connection %s  CI %08x/%08x  scheduler %s  reorderer %s  queued %d\n",
 			c.State, c.LocalCI, c.PeerCI, c.Scheduler, c.Reorderer, c.Queued)
+		if c.Peer != "" {
+			fmt.Fprintf(w, "  peer %s  %s\n", c.Peer, c.AEAD)
+		}
 		fmt.Fprintf(w, "  sent %d pkts %s  delivered %d pkts %s  queue drops %d\n",
 			c.SentPackets, bytesStr(c.SentBytes), c.DeliveredPackets, bytesStr(c.DeliveredBytes), c.QueueDrops)
 		fmt.Fprintf(w, "  reorder: in order %d  held %d  out of order %d  gaps skipped %d  late %d  dup %d  class (at once) %d\n",
