@@ -4,8 +4,8 @@ package config
 
 import (
 	"errors"
-	"os"
 	"net/netip"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"

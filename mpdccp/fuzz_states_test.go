@@ -14,10 +14,10 @@ import (
 // Fuzzing from every state. A statePipe holds a client and a server
 // Endpoint, plain or secure, driven by hand into one of these states:
 const (
-	stFresh      = iota // the client has a Request queued; the server has nothing
-	stHandshake         // the server answered the Request; the client has not seen it
-	stJoined            // two paths open at both ends
-	stClosing           // the client closes; its Closes reached the server, the Resets did not come back
+	stFresh     = iota // the client has a Request queued; the server has nothing
+	stHandshake        // the server answered the Request; the client has not seen it
+	stJoined           // two paths open at both ends
+	stClosing          // the client closes; its Closes reached the server, the Resets did not come back
 	numFuzzStates
 )
 
