@@ -6,9 +6,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"time"
+
+	"github.com/mptun/mptun/control"
 
 	"github.com/mptun/mptun/mpdccp/wire/pcapdccp"
 )
@@ -22,7 +23,10 @@ type CaptureRequest struct {
 
 const maxCapture = time.Hour
 
-func (d *Daemon) handleCapture(raw json.RawMessage) (any, error) {
+// handleCapture runs for callers that passed the control socket's
+// restricted-method check; the file is created for caller (see
+// openCaptureFile), never an existing one overwritten.
+func (d *Daemon) handleCapture(caller control.Cred, raw json.RawMessage) (any, error) {
 	var req CaptureRequest
 	dec := json.NewDecoder(bytesReader(raw))
 	dec.DisallowUnknownFields()
@@ -36,7 +40,7 @@ func (d *Daemon) handleCapture(raw json.RawMessage) (any, error) {
 	if dur <= 0 || dur > maxCapture {
 		return nil, fmt.Errorf("capture: seconds must be in (0, %v]", maxCapture.Seconds())
 	}
-	f, err := os.OpenFile(req.File, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o640)
+	f, err := openCaptureFile(req.File, caller)
 	if err != nil {
 		return nil, fmt.Errorf("capture: %w", err)
 	}

@@ -274,6 +274,7 @@ func (d *Daemon) Run(ctx context.Context, ready func()) error {
 			return fmt.Errorf("control socket: %w", err)
 		}
 		d.ctl = srv
+		registerRestricted(srv, d)
 		go srv.Serve()
 	}
 	if err := d.startMetrics(); err != nil {
@@ -283,6 +284,7 @@ func (d *Daemon) Run(ctx context.Context, ready func()) error {
 	d.log.Info("mptund running", "role", d.cfg.Connection.Role, "tun", name, "inner_mtu", d.innerMTU,
 		"sockets", len(d.sockets), "ccid", d.cfg.Connection.CCID, "scheduler", d.cfg.Connection.Scheduler,
 		"reorderer", d.cfg.Connection.Reorderer, "security", d.cfg.Connection.Security, "public_key", d.ep.PublicKey())
+	d.dropPrivileges()
 	if ready != nil {
 		ready()
 	}

@@ -199,7 +199,6 @@ func (d *Daemon) handlers() control.Handlers {
 			defer cancel()
 			return d.Status(ctx)
 		},
-		"capture": d.handleCapture,
 		"set": func(raw json.RawMessage) (any, error) {
 			var req SetRequest
 			if len(raw) == 0 || string(raw) == "null" {

@@ -54,6 +54,9 @@ func binaries(t *testing.T) string {
 			return
 		}
 		cmd := exec.Command("go", "build", "-o", binDir+"/", "github.com/mptun/mptun/cmd/mptund", "github.com/mptun/mptun/cmd/mptun")
+		// Without cgo, as `make build`: only then can mptund drop its
+		// capabilities on every thread.
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 		out, err := cmd.CombinedOutput()
 		if err != nil {
 			buildErr = fmt.Errorf("go build: %v: %s", err, out)
