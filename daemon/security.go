@@ -33,3 +33,24 @@ var securityDrops = map[string]string{
 	"auth": "auth", "replay": "replay", "bad-handshake": "handshake", "unknown-peer": "unknown_peer",
 	"downgrade": "downgrade", "rate-limited": "rate_limited", "inner-source": "inner_source",
 }
+
+// sameSecurity reports whether two configs have the same security
+// settings (keys and peers change only with a restart).
+func sameSecurity(a, b *config.Config) bool {
+	if a.Connection.Security != b.Connection.Security || a.Connection.PrivateKey != b.Connection.PrivateKey ||
+		len(a.Peers) != len(b.Peers) {
+		return false
+	}
+	for i := range a.Peers {
+		p, q := a.Peers[i], b.Peers[i]
+		if p.PublicKey != q.PublicKey || p.PresharedKey != q.PresharedKey || len(p.AllowedIPs) != len(q.AllowedIPs) {
+			return false
+		}
+		for j := range p.AllowedIPs {
+			if p.AllowedIPs[j] != q.AllowedIPs[j] {
+				return false
+			}
+		}
+	}
+	return true
+}
