@@ -105,8 +105,12 @@ func newSFCrypto(kind uint8, txSecret, rxSecret [32]byte, now mono.Time) *sfCryp
 	return k
 }
 
-func nonceOf(seq uint64) [12]byte {
-	var n [12]byte
+// nonceOf writes the AEAD nonce of seq into n (12 bytes): the 48-bit
+// sequence number, zero-padded. n is a scratch buffer of the Endpoint, so
+// the call through the cipher.AEAD interface does not allocate.
+func nonceOf(n []byte, seq uint64) []byte {
+	n = n[:12]
+	binary.BigEndian.PutUint32(n, 0)
 	binary.BigEndian.PutUint64(n[4:], seq)
 	return n
 }
@@ -114,24 +118,22 @@ func nonceOf(seq uint64) [12]byte {
 // sealPacket protects the packet in buf[:n] (header length hl) with key k,
 // writing the key phase and appending the tag; it returns the new length.
 // The checksum field must still be zero.
-func sealPacket(a cipher.AEAD, phase uint8, buf []byte, hl, n int, seq uint64) int {
+func sealPacket(a cipher.AEAD, nonce []byte, phase uint8, buf []byte, hl, n int, seq uint64) int {
 	buf[reservedByte] = phase
 	buf[5] = buf[5]&0xf0 | 1 // CsCov 1: the checksum covers the header only
-	nonce := nonceOf(seq)
-	out := a.Seal(buf[hl:hl], nonce[:], buf[hl:n], buf[:hl])
+	out := a.Seal(buf[hl:hl], nonceOf(nonce, seq), buf[hl:n], buf[:hl])
 	return hl + len(out)
 }
 
 // openPacket authenticates and decrypts b in place; it returns the
 // plaintext payload. b's checksum field is cleared (it is not part of the
 // associated data). On failure b's payload is destroyed.
-func openPacket(a cipher.AEAD, b []byte, hl int, seq uint64) ([]byte, bool) {
+func openPacket(a cipher.AEAD, nonce []byte, b []byte, hl int, seq uint64) ([]byte, bool) {
 	if len(b) < hl+sealOverhead {
 		return nil, false
 	}
 	b[6], b[7] = 0, 0
-	nonce := nonceOf(seq)
-	out, err := a.Open(b[hl:hl], nonce[:], b[hl:], b[:hl])
+	out, err := a.Open(b[hl:hl], nonceOf(nonce, seq), b[hl:], b[:hl])
 	return out, err == nil
 }
 

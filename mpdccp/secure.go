@@ -101,6 +101,7 @@ type epSec struct {
 	loadPrev int
 	aead     uint8 // what this end prefers
 	scratch  []byte
+	nonce    []byte // AEAD nonce scratch
 }
 
 func newEPSec(s *Security, role Role, maxPacket int) (*epSec, error) {
@@ -137,7 +138,7 @@ func newEPSec(s *Security, role Role, maxPacket int) (*epSec, error) {
 		return nil, err
 	}
 	es := &epSec{cfg: cfg, id: id, peers: map[noise.Key]*peerState{}, routes: map[int]map[netip.Prefix]*peerState{},
-		scratch: make([]byte, maxPacket)}
+		scratch: make([]byte, maxPacket), nonce: make([]byte, 12)}
 	switch cfg.AEAD {
 	case "":
 		if cpu.X86.HasAES && cpu.X86.HasPCLMULQDQ || cpu.ARM64.HasAES && cpu.ARM64.HasPMULL {

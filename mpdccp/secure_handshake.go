@@ -237,7 +237,7 @@ func (e *Endpoint) secCheckJoin(c *Conn, b []byte, p *wire.Packet, nonce uint32)
 	}
 	k := joinRequestKey(&c.sec.rx, nonce)
 	a := newAEAD(c.sec.kind, &k)
-	if _, ok := openPacket(a, b, int(b[4])*4, p.Seq); !ok {
+	if _, ok := openPacket(a, e.sec.nonce, b, int(b[4])*4, p.Seq); !ok {
 		e.drop(DropAuth)
 		return false
 	}

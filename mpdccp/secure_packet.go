@@ -39,10 +39,10 @@ func (c *Conn) secSeal(now mono.Time, sf *subflow, buf []byte, n int, typ wire.T
 	hl := int(buf[4]) * 4
 	if typ == wire.TypeRequest {
 		k := joinRequestKey(&c.sec.tx, sf.nonceLocal)
-		n = sealPacket(newAEAD(c.sec.kind, &k), 0, buf, hl, n, seq)
+		n = sealPacket(newAEAD(c.sec.kind, &k), c.ep.sec.nonce, 0, buf, hl, n, seq)
 	} else {
 		k := sf.crypt.txKey(now, &c.ep.sec.cfg)
-		n = sealPacket(k.aead, k.phase, buf, hl, n, seq)
+		n = sealPacket(k.aead, c.ep.sec.nonce, k.phase, buf, hl, n, seq)
 	}
 	ecn := uint8(ect0)
 	if typ.HasData() {
@@ -87,7 +87,7 @@ func (c *Conn) secOpen(now mono.Time, sf *subflow, b []byte, p *wire.Packet, ecn
 		return false
 	}
 	key, update := k.rxKey(now, b[reservedByte]&keyPhaseBit, p.Seq)
-	out, ok := openPacket(key.aead, b, hl, p.Seq)
+	out, ok := openPacket(key.aead, e.sec.nonce, b, hl, p.Seq)
 	if !ok {
 		e.drop(DropAuth)
 		return false
@@ -119,7 +119,7 @@ func bytes16Equal(a, b []byte) bool {
 // secCheckJoinRetransmit opens a retransmitted join Request.
 func (e *Endpoint) secCheckJoinRetransmit(c *Conn, b []byte, p *wire.Packet, sf *subflow) bool {
 	k := joinRequestKey(&c.sec.rx, sf.noncePeer)
-	if _, ok := openPacket(newAEAD(c.sec.kind, &k), b, int(b[4])*4, p.Seq); !ok {
+	if _, ok := openPacket(newAEAD(c.sec.kind, &k), e.sec.nonce, b, int(b[4])*4, p.Seq); !ok {
 		e.drop(DropAuth)
 		return false
 	}
@@ -166,7 +166,7 @@ func (c *Conn) secOpenResponse(now mono.Time, sf *subflow, b []byte, p *wire.Pac
 	}
 	tx, rx := trial.subflowSecrets(cn, sn)
 	k := newSFCrypto(trial.kind, tx, rx, now)
-	out, ok := openPacket(k.rx.aead, b, int(b[4])*4, p.Seq)
+	out, ok := openPacket(k.rx.aead, e.sec.nonce, b, int(b[4])*4, p.Seq)
 	if !ok {
 		e.drop(DropAuth)
 		return false
