@@ -8,10 +8,13 @@ import (
 	"crypto/rand"
 	"encoding/binary"
 	"fmt"
+	"io"
 	mrand "math/rand/v2"
+	"net"
 	"net/netip"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
@@ -154,6 +157,7 @@ func TestSecureTunnelUnderAttack(t *testing.T) {
 	// The concentrator has a default route, as on the Internet: answers to
 	// spoofed sources leave on the attacker's link and vanish.
 	must(t, tp.srv.IP(ctx, "route", "add", "default", "via", "10.77.3.1", "dev", "p2"))
+	must(t, tp.srv.IP(ctx, "link", "set", "lo", "up")) // for the metrics listener
 	cpe, srv := startTunnel(t, ctx, tp, [][2]string{{a0, b0}, {a1, b1}})
 
 	for _, d := range []*daemonProc{cpe, srv} {
@@ -209,6 +213,27 @@ func TestSecureTunnelUnderAttack(t *testing.T) {
 	}
 	if ss.CookieReplies == 0 || ss.Dropped["bad-handshake"]+ss.Dropped["unknown-peer"] == 0 {
 		t.Errorf("the bogus handshakes were neither answered with cookies nor refused: %v", ss.Dropped)
+	}
+	// The same drops in Prometheus (concentrator.toml serves 127.0.0.1:9511
+	// in its namespace).
+	var body []byte
+	must(t, tp.srv.Do(func() error {
+		// Dial here: net/http would dial from another goroutine, outside
+		// the namespace.
+		c, err := net.DialTimeout("tcp", "127.0.0.1:9511", 2*time.Second)
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		c.SetDeadline(time.Now().Add(5 * time.Second))
+		if _, err := io.WriteString(c, "GET /metrics HTTP/1.0\r\nHost: localhost\r\n\r\n"); err != nil {
+			return err
+		}
+		body, err = io.ReadAll(c)
+		return err
+	}))
+	if !regexp.MustCompile(`mptun_dropped_packets_total\{direction="rx",reason="handshake"\} [1-9]`).Match(body) {
+		t.Errorf("metrics do not count the refused handshakes:\n%s", grepLines(body, "dropped_packets_total"))
 	}
 	if rss1 > rss0+64*1024 {
 		t.Errorf("concentrator memory grew from %d to %d kB", rss0, rss1)
@@ -281,4 +306,14 @@ func startPlainTunnel(t *testing.T, ctx context.Context, tp *topology, paths [][
 	}
 	defer func() { shippedOverride = old }()
 	return startTunnel(t, ctx, tp, paths)
+}
+
+func grepLines(b []byte, sub string) string {
+	var out []string
+	for _, l := range strings.Split(string(b), "\n") {
+		if strings.Contains(l, sub) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
 }
