@@ -90,3 +90,22 @@ func TestSecureSteadyStateAllocs(t *testing.T) {
 		t.Fatalf("%.3f allocations per packet in steady state", allocs)
 	}
 }
+
+// BenchmarkAEAD seals a 1,400-byte payload with a 40-byte header as
+// associated data, per AEAD: the measurement behind preferring AES-GCM
+// where the CPU has AES instructions.
+func BenchmarkAEAD(b *testing.B) {
+	for _, kind := range []uint8{aeadChaCha, aeadAESGCM} {
+		b.Run(aeadName(kind), func(b *testing.B) {
+			var key [32]byte
+			a := newAEAD(kind, &key)
+			buf := make([]byte, 1500)
+			nonce := make([]byte, 12)
+			b.SetBytes(1400)
+			b.ReportAllocs()
+			for i := 0; b.Loop(); i++ {
+				sealPacket(a, nonce, 0, buf, 40, 1440, uint64(i))
+			}
+		})
+	}
+}
