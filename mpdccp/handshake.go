@@ -266,3 +266,24 @@ func (c *Conn) handleReset(now mono.Time, sf *subflow, p *wire.Packet, ro *rxOpt
 	}
 	c.subflowClosed(sf, p.ResetCode, reason)
 }
+
+// putHandshake adds the handshake options of a packet of type typ on sf:
+// MP_KEY (and in secure mode the Noise message), MP_JOIN, MP_HMAC.
+func (c *Conn) putHandshake(b *wire.Builder, sf *subflow, typ wire.Type) {
+	switch {
+	case typ == wire.TypeRequest && !sf.join && c.sec != nil,
+		typ == wire.TypeResponse && !sf.join && c.sec != nil:
+		c.putSecureKey(b, typ)
+	case typ == wire.TypeRequest && !sf.join:
+		c.putKey(b)
+	case typ == wire.TypeRequest && sf.join:
+		_ = b.MP(&wire.MPOption{Type: wire.MPJoin, AddrID: sf.addrID, Token: c.peerCI, Nonce: sf.nonceLocal})
+	case typ == wire.TypeResponse && !sf.join:
+		c.putKey(b)
+	case typ == wire.TypeResponse && sf.join:
+		_ = b.MP(&wire.MPOption{Type: wire.MPJoin, AddrID: sf.addrID, Token: c.peerCI, Nonce: sf.nonceLocal})
+		c.putJoinHMAC(b, sf)
+	case sf.state == sfPartOpen && sf.join && typ != wire.TypeReset:
+		c.putJoinHMAC(b, sf)
+	}
+}

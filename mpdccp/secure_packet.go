@@ -33,6 +33,27 @@ func (c *Conn) secSealing(sf *subflow, typ wire.Type) (seal, ok bool) {
 	return true, sf.crypt != nil
 }
 
+// secReserve returns buf less the room for the tag when the packet will
+// be sealed; ok is false when sf cannot send it (secSealing).
+func (c *Conn) secReserve(sf *subflow, typ wire.Type, buf []byte) ([]byte, bool, bool) {
+	seal, ok := c.secSealing(sf, typ)
+	if seal {
+		buf = buf[:len(buf)-sealOverhead]
+	}
+	return buf, seal, ok
+}
+
+// secFinish seals the finished packet buf[:n] when seal is set; it gives
+// back the full buffer, the new length and the outer ECN field.
+func (c *Conn) secFinish(now mono.Time, sf *subflow, buf []byte, n int, seal bool, ps *pktSpec, seq uint64) ([]byte, int, uint8) {
+	if !seal {
+		return buf, n, 0
+	}
+	buf = buf[:len(buf)+sealOverhead]
+	n, ecn := c.secSeal(now, sf, buf, n, ps.typ, seq, ps.payload)
+	return buf, n, ecn
+}
+
 // secSeal seals the packet in buf[:n] built for sf and returns its new
 // length and the outer ECN field (from the inner packet, RFC 6040).
 func (c *Conn) secSeal(now mono.Time, sf *subflow, buf []byte, n int, typ wire.Type, seq uint64, payload []byte) (int, uint8) {

@@ -375,13 +375,9 @@ type pktSpec struct {
 func (c *Conn) build(now mono.Time, sf *subflow, buf []byte, ps *pktSpec) (Transmit, bool) {
 	e := c.ep
 	b := &e.bld
-	// Secure mode: room for the AEAD tag, which secSeal appends.
-	seal, canSeal := c.secSealing(sf, ps.typ)
-	if !canSeal {
+	buf, seal, ok := c.secReserve(sf, ps.typ, buf) // secure mode: room for the tag
+	if !ok {
 		return Transmit{}, false
-	}
-	if seal {
-		buf = buf[:len(buf)-sealOverhead]
 	}
 	h := wire.Header{SrcPort: sf.localPort, DstPort: sf.remotePort, Type: ps.typ, Seq: sf.nextSeq()}
 	if ps.typ.HasAck() {
@@ -432,23 +428,7 @@ func (c *Conn) build(now mono.Time, sf *subflow, buf []byte, ps *pktSpec) (Trans
 			}
 		}
 	}
-	// Handshake options.
-	switch {
-	case ps.typ == wire.TypeRequest && !sf.join && c.sec != nil,
-		ps.typ == wire.TypeResponse && !sf.join && c.sec != nil:
-		c.putSecureKey(b, ps.typ)
-	case ps.typ == wire.TypeRequest && !sf.join:
-		c.putKey(b)
-	case ps.typ == wire.TypeRequest && sf.join:
-		_ = b.MP(&wire.MPOption{Type: wire.MPJoin, AddrID: sf.addrID, Token: c.peerCI, Nonce: sf.nonceLocal})
-	case ps.typ == wire.TypeResponse && !sf.join:
-		c.putKey(b)
-	case ps.typ == wire.TypeResponse && sf.join:
-		_ = b.MP(&wire.MPOption{Type: wire.MPJoin, AddrID: sf.addrID, Token: c.peerCI, Nonce: sf.nonceLocal})
-		c.putJoinHMAC(b, sf)
-	case sf.state == sfPartOpen && sf.join && ps.typ != wire.TypeReset:
-		c.putJoinHMAC(b, sf)
-	}
+	c.putHandshake(b, sf, ps.typ)
 	// Acknowledgement state.
 	carriesAck := ps.typ == wire.TypeAck || ps.typ == wire.TypeDataAck
 	if carriesAck && sf.state >= sfPartOpen || ps.typ == wire.TypeAck && sf.state == sfRespond {
@@ -481,11 +461,7 @@ func (c *Conn) build(now mono.Time, sf *subflow, buf []byte, ps *pktSpec) (Trans
 		sf.gss = seqAdd(sf.gss, -1)
 		return Transmit{}, false
 	}
-	var sealedECN uint8
-	if seal {
-		buf = buf[:len(buf)+sealOverhead]
-		n, sealedECN = c.secSeal(now, sf, buf, n, ps.typ, h.Seq, ps.payload)
-	}
+	buf, n, sealedECN := c.secFinish(now, sf, buf, n, seal, ps, h.Seq)
 	wire.SetChecksum(buf[:n], checksumAddr, checksumAddr)
 	sf.cc.OnPacketSent(now, h.Seq, n, ps.inFlight)
 	sf.lastSent = now
@@ -505,7 +481,7 @@ func (c *Conn) build(now mono.Time, sf *subflow, buf []byte, ps *pktSpec) (Trans
 		t.ECN = 2 // ECT(0)
 	}
 	if seal && c.ep.cfg.ECN {
-		t.ECN = sealedECN
+		t.ECN = sealedECN // from the plaintext (RFC 6040)
 	}
 	return t, true
 }
