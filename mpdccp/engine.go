@@ -238,6 +238,9 @@ type Endpoint struct {
 	// testBadJoinHMAC corrupts the MP_HMAC of joins (tests).
 	testBadJoinHMAC bool
 	sec             *epSec // secure mode (secure.go); nil: plain RFC 9897
+	// limiter bounds the first-subflow Requests each source address may
+	// make the server process (both modes; secure.go).
+	limiter rateLimiter
 }
 
 type sfKey struct {
@@ -303,11 +306,13 @@ func NewEndpoint(cfg Config) (*Endpoint, error) {
 		runs:    make([]ccid.AckRun, 0, 256),
 	}
 	e.pool.size = cfg.MaxPacket
+	e.limiter.init(defaultHandshakeRate, defaultHandshakeBurst)
 	if cfg.Security != nil {
 		var err error
 		if e.sec, err = newEPSec(cfg.Security, cfg.Role, cfg.MaxPacket); err != nil {
 			return nil, err
 		}
+		e.limiter.init(e.sec.cfg.HandshakeRate, e.sec.cfg.HandshakeBurst)
 	}
 	e.ccidName = resolveName(cfg.CCID, defaultCCID, fallbackCCID, ccid.Names())
 	e.schedName = resolveName(cfg.Scheduler, defaultScheduler, fallbackScheduler, scheduler.Names())

@@ -103,6 +103,10 @@ func (e *Endpoint) handleRequest(now mono.Time, local int, from netip.AddrPort, 
 		e.secAccept(now, local, from, to, p, key, exp)
 		return
 	}
+	if !e.limiter.allow(now, from.Addr()) {
+		e.drop(DropRateLimited)
+		return
+	}
 	if len(e.conns) >= e.cfg.MaxConns {
 		e.drop(DropTooBusy)
 		e.queueReset(local, from, to, p, wire.ResetTooBusy)

@@ -67,6 +67,9 @@ const (
 	// refuse replayed join Requests.
 	joinNonceMemory = 16
 	prologueLabel   = "mptun MP-DCCP Noise v1"
+	// Handshakes per second and burst per source address.
+	defaultHandshakeRate  = 20
+	defaultHandshakeBurst = 5
 )
 
 // peerState is a configured peer and its connections.
@@ -95,7 +98,6 @@ type epSec struct {
 	routes   map[int]map[netip.Prefix]*peerState // by prefix length
 	lens     []int                               // prefix lengths in routes, longest first
 	cookies  noise.Cookies
-	limiter  rateLimiter
 	loadSec  int64 // the second loadN counts
 	loadN    int
 	loadPrev int
@@ -125,10 +127,10 @@ func newEPSec(s *Security, role Role, maxPacket int) (*epSec, error) {
 		cfg.RekeyAfterPackets = defaultRekeyAfterPackets
 	}
 	if cfg.HandshakeRate <= 0 {
-		cfg.HandshakeRate = 20
+		cfg.HandshakeRate = defaultHandshakeRate
 	}
 	if cfg.HandshakeBurst <= 0 {
-		cfg.HandshakeBurst = 5
+		cfg.HandshakeBurst = defaultHandshakeBurst
 	}
 	if cfg.CookieThreshold == 0 {
 		cfg.CookieThreshold = 50
@@ -150,7 +152,6 @@ func newEPSec(s *Security, role Role, maxPacket int) (*epSec, error) {
 	default:
 		return nil, fmt.Errorf("mpdccp: security: unknown AEAD %q", cfg.AEAD)
 	}
-	es.limiter.init(cfg.HandshakeRate, cfg.HandshakeBurst)
 	for i := range cfg.Peers {
 		p := &peerState{Peer: cfg.Peers[i]}
 		if p.PublicKey == id.Public {

@@ -81,12 +81,12 @@ func TestSecureHandshakeFlood(t *testing.T) {
 	st := srv.Stats()
 	in, out := st.BytesIn-in0, st.BytesOut-out0
 	t.Logf("in %d B, out %d B (%.2f×), cookies %d, drops %v, conns %d, limiter %d sources",
-		in, out, float64(out)/float64(in), st.CookieReplies, st.Dropped, len(srv.conns), len(srv.sec.limiter.b))
+		in, out, float64(out)/float64(in), st.CookieReplies, st.Dropped, len(srv.conns), len(srv.limiter.b))
 	if float64(out) > 3*float64(in) {
 		t.Fatalf("amplification %.2f×", float64(out)/float64(in))
 	}
-	if len(srv.conns) > 1 || len(srv.stateless) > maxStateless || len(srv.sec.limiter.b) > maxRateSources {
-		t.Fatalf("state grew: %d conns, %d queued replies, %d limiter entries", len(srv.conns), len(srv.stateless), len(srv.sec.limiter.b))
+	if len(srv.conns) > 1 || len(srv.stateless) > maxStateless || len(srv.limiter.b) > maxRateSources {
+		t.Fatalf("state grew: %d conns, %d queued replies, %d limiter entries", len(srv.conns), len(srv.stateless), len(srv.limiter.b))
 	}
 	if st.CookieReplies < 3000 {
 		t.Fatalf("only %d cookie replies: the flood was not met with cookies", st.CookieReplies)
@@ -170,5 +170,29 @@ func TestSecureJoinsOverLoss(t *testing.T) {
 				t.Fatalf("seed %d side %d: security drops without an attacker: %v", seed, side, d)
 			}
 		}
+	}
+}
+
+// TestPlainRateLimitPerSource: plain mode has no cookies, but a source
+// address still gets at most a burst of connections, then 20 a second.
+func TestPlainRateLimitPerSource(t *testing.T) {
+	hc := harnessConfig{seed: 25, links: []netsim.LinkConfig{link(20e6, 10*time.Millisecond, 0)}}
+	h := newHarness(t, hc)
+	var req []byte
+	h.tap = func(side, path int, b []byte) bool {
+		if typ, _ := wire.PeekType(b); side == sideClient && typ == wire.TypeRequest && req == nil {
+			req = append([]byte(nil), b...)
+		}
+		return false
+	}
+	h.dial(1)
+	h.run(10 * time.Millisecond)
+	srv := h.ep[1]
+	for i := 0; i < 30; i++ {
+		from := netip.AddrPortFrom(cliAddr(0).Addr(), uint16(30000+i))
+		srv.HandleDatagram(h.sim.Now(), 0, from, srvAddr.Addr(), append([]byte(nil), req...), 0)
+	}
+	if n := len(srv.conns); n != 5 || dropped(srv, DropRateLimited) != 25 {
+		t.Fatalf("%d connections, drops %v", n, srv.Stats().Dropped)
 	}
 }

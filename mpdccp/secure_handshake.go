@@ -138,7 +138,7 @@ func (e *Endpoint) secAccept(now mono.Time, local int, from netip.AddrPort, to n
 		e.queueCookie(now, local, from, to, p, msg)
 		return
 	}
-	if !es.limiter.allow(now, from.Addr()) {
+	if !e.limiter.allow(now, from.Addr()) {
 		e.drop(DropRateLimited)
 		return
 	}
