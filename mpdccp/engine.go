@@ -611,6 +611,9 @@ func (e *Endpoint) rebind(now mono.Time, from netip.AddrPort, p *wire.Packet, b 
 		// Secure mode: only an authenticated packet moves a subflow. It is
 		// opened on a copy, since a failed open destroys the payload.
 		if e.sec != nil {
+			if len(b) > len(e.sec.scratch) {
+				continue // larger than we ever send: not our peer's
+			}
 			trial := e.sec.scratch[:len(b)]
 			copy(trial, b)
 			var tp wire.Packet

@@ -394,3 +394,20 @@ func TestAddAddrInResponseBeforeKeys(t *testing.T) {
 		t.Fatal("a Response without MP_KEY opened the connection")
 	}
 }
+
+// An oversized datagram with a subflow's ports and a valid sequence
+// number from a new address is dropped, not tried for rebinding (the trial
+// buffer holds MaxPacket bytes).
+func TestSecureOversizedRebindCandidate(t *testing.T) {
+	h, _ := newSecureHarness(t, 13, 1, nil)
+	sf := h.serverConn().subflows[0]
+	p := spoof(sf, wire.TypeAck, nil)
+	big := make([]byte, h.ep[1].cfg.MaxPacket+100)
+	copy(big, p)
+	big[4] = byte(len(p)-sealOverhead) / 4 // header as built; the rest is "payload"
+	wire.SetChecksum(big, checksumAddr, checksumAddr)
+	h.ep[1].HandleDatagram(h.sim.Now(), 0, cliAddr(9), srvAddr.Addr(), big, 0) // must not panic
+	if sf.remote != cliAddr(0) {
+		t.Fatal("moved on an oversized datagram")
+	}
+}
