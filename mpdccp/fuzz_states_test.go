@@ -159,6 +159,12 @@ func FuzzEngineStates(f *testing.F) {
 		}
 		for i, b := range stateSeeds(f, secure) {
 			f.Add(b, sbit|uint8(i%4)|0x10|uint8(i%2)<<2)
+			if i%5 == 0 {
+				// From an unknown address (a rebinding candidate), and
+				// oversized: longer than any packet the engine sends.
+				f.Add(b, sbit|stJoined|0x10|0x60)
+				f.Add(append(append([]byte(nil), b...), make([]byte, 1600)...), sbit|stJoined|0x14|0x60)
+			}
 		}
 	}
 	f.Add([]byte{}, uint8(0))
