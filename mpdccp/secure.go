@@ -269,7 +269,14 @@ func (e *Endpoint) RouteInner(dst netip.Addr) *Conn {
 		return nil
 	}
 	p := e.sec.route(dst)
-	if p == nil || p.conn == nil || p.conn.state != Open {
+	if p == nil {
+		return nil
+	}
+	if e.cfg.Role == Client && len(e.conns) == 1 {
+		// A client queues inner packets while its connection opens.
+		return e.conns[0]
+	}
+	if p.conn == nil || p.conn.state != Open {
 		return nil
 	}
 	return p.conn
