@@ -3,6 +3,8 @@
 package mpdccp
 
 import (
+	"bytes"
+
 	"github.com/mptun/mptun/internal/mono"
 	"github.com/mptun/mptun/mpdccp/noise"
 	"github.com/mptun/mptun/mpdccp/wire"
@@ -87,7 +89,7 @@ func (c *Conn) secOpen(now mono.Time, sf *subflow, b []byte, p *wire.Packet, ecn
 		return true
 	case p.Type == wire.TypeRequest && sf.state == sfRespond:
 		// A retransmitted first Request: the very same Noise message.
-		if exp := findExp(p.Options, expInitiation); exp == nil || c.sec == nil || !bytes16Equal(exp[1:], c.sec.initMsg[:]) {
+		if exp := findExp(p.Options, expInitiation); exp == nil || c.sec == nil || !bytes.Equal(exp[1:], c.sec.initMsg[:]) {
 			e.drop(DropAuth)
 			return false
 		}
@@ -121,18 +123,6 @@ func (c *Conn) secOpen(now mono.Time, sf *subflow, b []byte, p *wire.Packet, ecn
 	if ecn == ce && p.Type.HasData() && len(out) > 0 && !decapInnerCE(out) {
 		p.Payload = out[:0] // CE on a Not-ECT inner packet: drop it (RFC 6040)
 		c.stats.ECNDrops++
-	}
-	return true
-}
-
-func bytes16Equal(a, b []byte) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
 	}
 	return true
 }

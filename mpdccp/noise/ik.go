@@ -176,8 +176,10 @@ func Initiate(rnd io.Reader, local *Identity, peer, psk Key, prologue, payload [
 	}
 	k = s.mixKey(ss[:])
 	msg = s.encrypt(msg, &k, payload)
+	if len(msg) != InitiationLen-2*macLen { // msg was built in place in in.msg
+		return nil, fmt.Errorf("noise: initiation of %d bytes", len(msg))
+	}
 	in.sealMACs()
-	_ = msg
 	return in, nil
 }
 
