@@ -5,6 +5,8 @@ package mpdccp
 import (
 	"testing"
 	"time"
+
+	"github.com/mptun/mptun/mpdccp/wire"
 )
 
 // securePipe is an open 2-path secure connection driven by hand.
@@ -108,4 +110,91 @@ func BenchmarkAEAD(b *testing.B) {
 			}
 		})
 	}
+}
+
+// TestSecureECN: with the inner packet encrypted, the engine applies RFC
+// 6040 itself: the outer field copies the inner one (Not-ECT travels as
+// ECT(0)), and an outer CE marks an ECT inner packet CE (with a valid IPv4
+// header checksum) or drops a Not-ECT one.
+func TestSecureECN(t *testing.T) {
+	p := securePipe(t, "aes-256-gcm")
+	p.ep[0].cfg.ECN = true
+	for _, tc := range []struct {
+		inner, outer, ce uint8
+		delivered        bool
+		wantInner        uint8
+	}{
+		{inner: 0, outer: 2, ce: 0, delivered: true, wantInner: 0},
+		{inner: 1, outer: 1, ce: 0, delivered: true, wantInner: 1},
+		{inner: 2, outer: 2, ce: 3, delivered: true, wantInner: 3},
+		{inner: 0, outer: 2, ce: 3, delivered: false},
+	} {
+		pkt := innerPkt("10.99.0.2", 200, 1)
+		pkt[1] = tc.inner
+		setIPv4Checksum(pkt)
+		p.conn.Send(p.now, pkt)
+		var sent []byte
+		var ecn uint8
+		for {
+			tx, ok := p.ep[0].PollTransmit(p.now, p.buf)
+			if !ok {
+				break
+			}
+			if typ, _ := wire.PeekType(p.buf[:tx.N]); typ.HasData() {
+				sent, ecn = append([]byte(nil), p.buf[:tx.N]...), tx.ECN
+			}
+		}
+		if sent == nil || ecn != tc.outer {
+			t.Fatalf("inner ECN %d: outer %d, want %d", tc.inner, ecn, tc.outer)
+		}
+		before := p.deliveredByServer()
+		drops := p.ep[1].conns[0].stats.ECNDrops
+		p.ep[1].HandleDatagram(p.now, 0, cliAddr(0), srvAddr.Addr(), sent, tc.ce)
+		var got []byte
+		for {
+			n, _, ok := p.ep[1].PollDeliver(p.now, p.buf)
+			if !ok {
+				break
+			}
+			got = append([]byte(nil), p.buf[:n]...)
+		}
+		if tc.delivered != (p.deliveredByServer() > before) {
+			t.Fatalf("inner ECN %d outer CE %v: delivered %v", tc.inner, tc.ce == 3, !tc.delivered)
+		}
+		if !tc.delivered {
+			if p.ep[1].conns[0].stats.ECNDrops != drops+1 {
+				t.Fatal("Not-ECT under CE not counted")
+			}
+			continue
+		}
+		if got[1]&3 != tc.wantInner || !ipv4ChecksumOK(got) {
+			t.Fatalf("inner ECN %d after decap, want %d (checksum ok %v)", got[1]&3, tc.wantInner, ipv4ChecksumOK(got))
+		}
+		p.move(1, true)
+		p.now = p.now.Add(time.Millisecond)
+	}
+}
+
+func setIPv4Checksum(p []byte) {
+	p[10], p[11] = 0, 0
+	var s uint32
+	for i := 0; i < 20; i += 2 {
+		s += uint32(p[i])<<8 | uint32(p[i+1])
+	}
+	for s>>16 != 0 {
+		s = s&0xffff + s>>16
+	}
+	c := ^uint16(s)
+	p[10], p[11] = byte(c>>8), byte(c)
+}
+
+func ipv4ChecksumOK(p []byte) bool {
+	var s uint32
+	for i := 0; i < 20; i += 2 {
+		s += uint32(p[i])<<8 | uint32(p[i+1])
+	}
+	for s>>16 != 0 {
+		s = s&0xffff + s>>16
+	}
+	return uint16(s) == 0xffff
 }
