@@ -7,7 +7,6 @@ import (
 	"fmt"
 
 	"github.com/mptun/mptun/control"
-	"github.com/mptun/mptun/daemon"
 	"github.com/mptun/mptun/mpdccp/noise"
 )
 
@@ -47,7 +46,7 @@ func (r ThroughputResult) MptunMode() string {
 
 // mptunAEAD asks the client daemon which AEAD its connection uses.
 func mptunAEAD(sock string) string {
-	var st daemon.Status
+	var st control.Status
 	if control.Call(sock, "status", nil, &st) != nil || len(st.Conns) == 0 {
 		return ""
 	}

@@ -7,7 +7,6 @@ package daemon
 
 import (
 	"context"
-	"crypto/rand"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -19,7 +18,6 @@ import (
 
 	"github.com/mptun/mptun/capture"
 	"github.com/mptun/mptun/ccid"
-	"github.com/mptun/mptun/ccid/aqm"
 	"github.com/mptun/mptun/config"
 	"github.com/mptun/mptun/control"
 	"github.com/mptun/mptun/datapath"
@@ -87,37 +85,11 @@ func New(cfg *config.Config, log *slog.Logger) (d *Daemon, err error) {
 	if err != nil {
 		return nil, err
 	}
-	epCfg := mpdccp.Config{
-		ServiceCode: cfg.Connection.ServiceCode,
-		CCID:        cfg.Connection.CCID,
-		CC:          ccid.Config{MSS: maxPacket, RateLimit: float64(cfg.Connection.RateLimit)},
-		Scheduler:   cfg.Connection.Scheduler,
-		Reorderer:   cfg.Connection.Reorderer,
-		Reorder: reorder.Config{
-			MaxHold:     cfg.Connection.ReorderMaxHold,
-			BufferLimit: cfg.Connection.ReorderBuffer,
-			DropLate:    cfg.Connection.DropLate,
-			// Loss repair needs the gap held for about a round trip, so
-			// a path's own loss evidence must not skip it at once.
-			NoEarlyLoss: cfg.Connection.Retransmit,
-			HoldGaps:    cfg.Connection.Retransmit,
-		},
-		MaxPacket:   maxPacket,
-		SendQueue:   cfg.Connection.SendQueue,
-		Retransmit:  cfg.Connection.Retransmit,
-		AQM:         &aqm.Config{Disabled: !cfg.Connection.AQM, Target: cfg.Connection.AQMTarget},
-		Rand:        rand.Reader,
-		KeepAlive:   cfg.Connection.Keepalive,
-		PathTimeout: cfg.Connection.PathTimeout,
-		ECN:         true,
-		Security:    engineSecurity(cfg, log),
-	}
-	if cfg.Connection.Role == config.RoleServer {
-		epCfg.Role = mpdccp.Server
-	}
-	if epCfg.Classes, err = classRules(cfg); err != nil {
+	epCfg, err := engineConfig(cfg, maxPacket)
+	if err != nil {
 		return nil, err
 	}
+	epCfg.Security = engineSecurity(cfg, log)
 	if d.ep, err = mpdccp.NewEndpoint(epCfg); err != nil {
 		return nil, fmt.Errorf("engine: %w", err)
 	}
@@ -140,7 +112,7 @@ func New(cfg *config.Config, log *slog.Logger) (d *Daemon, err error) {
 
 	var capt datapath.Capture
 	if cfg.Capture.File != "" {
-		if d.capFile, err = capture.Create(cfg.Capture.File, cfg.Capture.MaxSize); err != nil {
+		if d.capFile, err = capture.Create(cfg.Capture.File, pcapdccp.FormUDP, cfg.Capture.MaxSize); err != nil {
 			return nil, fmt.Errorf("%s: capture.file: %w", cfg.File, err)
 		}
 		capt = d.capFile
@@ -162,38 +134,6 @@ func New(cfg *config.Config, log *slog.Logger) (d *Daemon, err error) {
 		return nil, err
 	}
 	return d, nil
-}
-
-// classRules turns the config's traffic classes into classifier rules. A
-// class listing several port ranges becomes one rule per combination, all
-// with the class's scheduler.
-func classRules(cfg *config.Config) ([]scheduler.Rule, error) {
-	var rules []scheduler.Rule
-	for _, cl := range cfg.Connection.Classes {
-		if len(cl.Dst) > 0 {
-			return nil, fmt.Errorf("%s: connection.class.%s.dst: matching on destination prefixes is not supported yet", cfg.File, cl.Name)
-		}
-		src := portRanges(cl.SrcPorts)
-		dst := portRanges(cl.DstPorts)
-		for _, s := range src {
-			for _, d := range dst {
-				rules = append(rules, scheduler.Rule{Name: cl.Name, Proto: cl.Protocol, SrcPorts: s, DstPorts: d,
-					DSCP: cl.DSCP, Scheduler: cl.Scheduler})
-			}
-		}
-	}
-	return rules, nil
-}
-
-func portRanges(rs []config.PortRange) []scheduler.PortRange {
-	if len(rs) == 0 {
-		return []scheduler.PortRange{{}} // any port
-	}
-	out := make([]scheduler.PortRange, len(rs))
-	for i, r := range rs {
-		out[i] = scheduler.PortRange{Lo: r.Lo, Hi: r.Hi}
-	}
-	return out
 }
 
 // openSockets opens the UDP sockets and returns the largest DCCP packet
@@ -311,17 +251,4 @@ func (d *Daemon) close() {
 	if d.capFile != nil {
 		d.capFile.Close()
 	}
-}
-
-// lockedCapture serialises pcap writes from the data path's goroutine and
-// anything else.
-type lockedCapture struct {
-	mu sync.Mutex
-	w  *pcapdccp.Writer
-}
-
-func (c *lockedCapture) WritePacket(t time.Time, src, dst netip.Addr, dccp []byte) error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.w.WritePacket(t, src, dst, dccp)
 }

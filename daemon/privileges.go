@@ -10,16 +10,18 @@ import (
 	"path/filepath"
 	"syscall"
 
+	"github.com/mptun/mptun/capture"
 	"github.com/mptun/mptun/control"
+	"github.com/mptun/mptun/mpdccp/wire/pcapdccp"
 )
 
 // registerRestricted routes the methods that change the daemon or write
 // files through the control socket's caller check (SO_PEERCRED): only
 // root, the socket's owner or its group may call them.
 func registerRestricted(srv *control.Server, d *Daemon) {
-	set := d.handlers()["set"]
-	srv.HandleWithCred("set", func(_ control.Cred, p json.RawMessage) (any, error) { return set(p) }, true)
-	srv.HandleWithCred("capture", d.handleCapture, true)
+	set := d.handlers()[control.MethodSet]
+	srv.HandleWithCred(control.MethodSet, func(_ control.Cred, p json.RawMessage) (any, error) { return set(p) }, true)
+	srv.HandleWithCred(control.MethodCapture, d.handleCapture, true)
 }
 
 // openCaptureFile creates a new capture file for caller. It never opens an
@@ -59,6 +61,20 @@ func openCaptureFile(name string, caller control.Cred) (*os.File, error) {
 		}
 	}
 	return f, nil
+}
+
+// newCaptureFile is a capture writing to a file openCaptureFile created.
+func newCaptureFile(name string, form pcapdccp.Form, caller control.Cred) (*capture.File, error) {
+	f, err := openCaptureFile(name, caller)
+	if err != nil {
+		return nil, err
+	}
+	c, err := capture.FromFile(f, form)
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	return c, nil
 }
 
 // dropPrivileges keeps CAP_NET_ADMIN alone once the device, the sockets

@@ -3,13 +3,11 @@
 package daemon
 
 import (
-	"bytes"
 	"fmt"
 
 	"github.com/mptun/mptun/config"
+	"github.com/mptun/mptun/control"
 )
-
-func bytesReader(b []byte) *bytes.Reader { return bytes.NewReader(b) }
 
 // Reload applies what can change at runtime from a re-read config: the
 // scheduler, the reorderer and path priorities. Everything else needs a
@@ -23,7 +21,7 @@ func (d *Daemon) Reload(cfg *config.Config) error {
 	if !sameSecurity(old, cfg) {
 		return fmt.Errorf("%s: security, keys and [[peer]] sections need a restart", cfg.File)
 	}
-	req := SetRequest{}
+	req := control.SetRequest{}
 	if cfg.Connection.Scheduler != old.Connection.Scheduler {
 		req.Scheduler = cfg.Connection.Scheduler
 	}
@@ -36,7 +34,7 @@ func (d *Daemon) Reload(cfg *config.Config) error {
 	for i := range cfg.Paths {
 		if cfg.Paths[i].Prio != old.Paths[i].Prio {
 			id, prio := i, cfg.Paths[i].Prio
-			if err := d.apply(SetRequest{Path: &id, Prio: &prio}); err != nil {
+			if err := d.apply(control.SetRequest{Path: &id, Prio: &prio}); err != nil {
 				return fmt.Errorf("path %s: %w", cfg.Paths[i].Name, err)
 			}
 		}

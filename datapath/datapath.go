@@ -14,7 +14,6 @@ package datapath
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -51,9 +50,10 @@ type Socket interface {
 	Close() error
 }
 
-// Capture records tunnel datagrams for debugging (a pcap writer).
+// Capture records tunnel datagrams for debugging (a pcap writer): the UDP
+// payload as sent or received, between the outer addresses and ports.
 type Capture interface {
-	WritePacket(t time.Time, src, dst netip.Addr, dccp []byte) error
+	WritePacket(t time.Time, src, dst netip.AddrPort, dg []byte) error
 }
 
 // Config is what a Datapath runs.
@@ -78,8 +78,7 @@ type Stats struct {
 	UDPRead, UDPWritten           atomic.Uint64
 	UDPReadBatches, UDPSendCalls  atomic.Uint64
 	DroppedTooBig, DroppedNoRoute atomic.Uint64
-	DroppedQueueFull, DroppedECN  atomic.Uint64
-	MarkedCE                      atomic.Uint64
+	DroppedQueueFull              atomic.Uint64
 	SendErrors, TUNWriteErrors    atomic.Uint64
 }
 
@@ -470,8 +469,9 @@ func (d *Datapath) sendTooBig(pkt []byte) {
 	}
 }
 
-// handleUDP applies RFC 6040 decapsulation to each datagram and feeds it to
-// the engine.
+// handleUDP feeds each datagram to the engine with its outer ECN field;
+// the engine records a CE mark for the subflow, then marks or drops the
+// inner packet (RFC 6040).
 func (d *Datapath) handleUDP(now mono.Time, b *udpBatch) {
 	d.Stats.UDPRead.Add(uint64(b.n))
 	d.Stats.UDPReadBatches.Add(1)
@@ -479,65 +479,11 @@ func (d *Datapath) handleUDP(now mono.Time, b *udpBatch) {
 	for i := 0; i < b.n; i++ {
 		m := &b.msgs[i]
 		dg := m.Buf[:m.N]
-		ecn := m.TOS & 3
-		// Secure mode: the inner packet is encrypted; the engine applies
-		// the CE mark after opening it.
-		if ecn == ce && !d.ep.Sealed() && !d.decapCE(dg) {
-			d.Stats.DroppedECN.Add(1)
-			continue
-		}
 		if cb := d.capture.Load(); cb != nil {
-			cb.c.WritePacket(time.Now(), m.Addr.Addr(), local.Addr(), dg)
+			cb.c.WritePacket(time.Now(), m.Addr, local, dg) // as received
 		}
-		d.ep.HandleDatagram(now, b.sock, m.Addr, local.Addr(), dg, ecn)
+		d.ep.HandleDatagram(now, b.sock, m.Addr, local.Addr(), dg, m.TOS&3)
 	}
-}
-
-// decapCE handles an outer CE mark on a datagram: a Data/DataAck packet's
-// ECN-capable inner packet is marked CE (patching the inner and the DCCP
-// checksums); a Not-ECT one is dropped (false).
-func (d *Datapath) decapCE(dg []byte) bool {
-	off, ok := dccpPayloadOffset(dg)
-	if !ok {
-		return true // not a data packet: the engine still counts the mark
-	}
-	inner := dg[off:]
-	iecn, ok := innerECN(inner)
-	if !ok {
-		return true
-	}
-	switch decapECN(ce, iecn) {
-	case decapDrop:
-		return false
-	case decapMarkCE:
-		changes, n := setCE(inner)
-		if dg[5]&0xf == 0 { // CsCov 0: the DCCP checksum covers the payload
-			sum := binary.BigEndian.Uint16(dg[6:8])
-			for _, c := range changes[:n] {
-				sum = checksumPatch(sum, c.old, c.new)
-			}
-			binary.BigEndian.PutUint16(dg[6:8], sum)
-		}
-		d.Stats.MarkedCE.Add(1)
-	}
-	return true
-}
-
-// dccpPayloadOffset returns where the application data of a DCCP Data or
-// DataAck packet starts.
-func dccpPayloadOffset(dg []byte) (int, bool) {
-	if len(dg) < 16 {
-		return 0, false
-	}
-	typ := (dg[8] >> 1) & 0xf
-	if typ != 2 && typ != 4 { // Data, DataAck
-		return 0, false
-	}
-	off := int(dg[4]) * 4
-	if off < 16 || off >= len(dg) {
-		return 0, false
-	}
-	return off, true
 }
 
 // flush drains what the engine has to send and to deliver.
@@ -555,23 +501,19 @@ func (d *Datapath) flush(now mono.Time) {
 			continue
 		}
 		dg := m.Buf[:tx.N]
-		var tos uint8 = ect0
-		if d.ep.Sealed() {
-			tos = tx.ECN // from the plaintext, before sealing
-		} else if off, ok := dccpPayloadOffset(dg); ok {
-			if iecn, ok := innerECN(dg[off:]); ok {
-				tos = outerECN(iecn)
-			}
-		}
 		if cb := d.capture.Load(); cb != nil {
-			cb.c.WritePacket(time.Now(), d.cfg.Sockets[tx.Local].LocalAddr().Addr(), tx.Remote.Addr(), dg)
+			src := d.cfg.Sockets[tx.Local].LocalAddr()
+			if tx.Src.IsValid() && !tx.Src.IsUnspecified() {
+				src = netip.AddrPortFrom(tx.Src, src.Port())
+			}
+			cb.c.WritePacket(time.Now(), src, tx.Remote, dg)
 		}
 		slot := &d.txMsgs[tx.Local][d.txN[tx.Local]]
 		// Swap buffers: the polled datagram becomes the slot's buffer.
 		slot.Buf, m.Buf = m.Buf, slot.Buf
 		slot.N = tx.N
 		slot.Addr = tx.Remote
-		slot.TOS = tos
+		slot.TOS = tx.ECN // the engine's RFC 6040 encapsulation
 		d.txN[tx.Local]++
 		if d.txN[tx.Local] == len(d.txMsgs[tx.Local]) {
 			d.writeUDP(tx.Local)

@@ -19,7 +19,6 @@ import (
 	"time"
 
 	"github.com/mptun/mptun/control"
-	"github.com/mptun/mptun/daemon"
 	"github.com/mptun/mptun/internal/netns"
 )
 
@@ -46,7 +45,7 @@ var (
 	buildErr  error
 )
 
-// binaries builds mptund and mptun once per test binary.
+// binaries builds mptund, mptun and mptun-lab once per test binary.
 func binaries(t *testing.T) string {
 	t.Helper()
 	buildOnce.Do(func() {
@@ -54,7 +53,8 @@ func binaries(t *testing.T) string {
 		if buildErr != nil {
 			return
 		}
-		cmd := exec.Command("go", "build", "-o", binDir+"/", "github.com/mptun/mptun/cmd/mptund", "github.com/mptun/mptun/cmd/mptun")
+		cmd := exec.Command("go", "build", "-o", binDir+"/", "github.com/mptun/mptun/cmd/mptund", "github.com/mptun/mptun/cmd/mptun",
+			"github.com/mptun/mptun/cmd/mptun-lab")
 		// Without cgo, as `make build`: only then can mptund drop its
 		// capabilities on every thread.
 		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
@@ -201,9 +201,9 @@ func (d *daemonProc) stop() error {
 	}
 }
 
-func status(t *testing.T, socket string) daemon.Status {
+func status(t *testing.T, socket string) control.Status {
 	t.Helper()
-	var st daemon.Status
+	var st control.Status
 	if err := control.Call(socket, "status", nil, &st); err != nil {
 		t.Fatalf("status: %v", err)
 	}
@@ -215,7 +215,7 @@ func waitOpen(t *testing.T, socket string, n int, timeout time.Duration) {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
 	for time.Now().Before(deadline) {
-		var st daemon.Status
+		var st control.Status
 		if control.Call(socket, "status", nil, &st) == nil && len(st.Conns) == 1 && st.Conns[0].State == "open" &&
 			st.Conns[0].OpenPaths() >= n {
 			return

@@ -22,7 +22,6 @@ import (
 	"time"
 
 	"github.com/mptun/mptun/control"
-	"github.com/mptun/mptun/daemon"
 	"github.com/mptun/mptun/mpdccp/noise"
 	"github.com/mptun/mptun/mpdccp/wire"
 )
@@ -265,7 +264,7 @@ func TestCaptureHasNoPlaintext(t *testing.T) {
 				cpe, _ = startTunnel(t, ctx, tp, [][2]string{{a0, b0}, {a1, b1}})
 			}
 			pcap := filepath.Join(t.TempDir(), "paths.pcap")
-			must(t, control.Call(cpe.socket, "capture", daemon.CaptureRequest{File: pcap, Seconds: 3}, nil))
+			must(t, control.Call(cpe.socket, "capture", control.CaptureRequest{File: pcap, Seconds: 3}, nil))
 			const pattern = "5ec2e7c0ffee1dea"
 			out, err := tp.cpe.Output(ctx, "ping", "-c", "20", "-i", "0.05", "-s", "400", "-p", pattern, "10.99.0.1")
 			if err != nil {
@@ -287,7 +286,7 @@ func TestCaptureHasNoPlaintext(t *testing.T) {
 				t.Fatalf("plain tunnel: pattern found %d times; the check cannot see plaintext", found)
 			}
 			// A capture never overwrites: the same file again is refused.
-			err = control.Call(cpe.socket, "capture", daemon.CaptureRequest{File: pcap, Seconds: 1}, nil)
+			err = control.Call(cpe.socket, "capture", control.CaptureRequest{File: pcap, Seconds: 1}, nil)
 			if err == nil || !strings.Contains(err.Error(), "exists") {
 				t.Fatalf("second capture to an existing file: %v", err)
 			}

@@ -28,7 +28,8 @@
 // Wire choices worth knowing: DCCP ports are kept inside the UDP payload
 // (the DCCP destination port is the server's UDP port, 6511 by default; the
 // source port is random per subflow); the DCCP checksum uses a
-// zero-address pseudo-header (see checksumAddr); a client whose peer does
+// pseudo-header of the outer addresses, checked against the flow's NAT
+// residual (see wire.ChecksumResidual); a client whose peer does
 // not confirm MP_CAPABLE closes instead of falling back to plain DCCP; a
 // failed join HMAC is answered with Reset code 5 (option error).
 package mpdccp
@@ -43,6 +44,7 @@ import (
 
 	"github.com/mptun/mptun/ccid"
 	"github.com/mptun/mptun/ccid/aqm"
+	"github.com/mptun/mptun/internal/defaults"
 	"github.com/mptun/mptun/internal/mono"
 	"github.com/mptun/mptun/mpdccp/noise"
 	"github.com/mptun/mptun/mpdccp/wire"
@@ -62,7 +64,7 @@ const (
 type PathConfig struct {
 	ID        int            // caller's path id (client); on the server the engine assigns ids
 	Local     int            // caller's socket index the path sends from
-	LocalAddr netip.AddrPort // for the checksum pseudo-header and MP_ADDADDR
+	LocalAddr netip.AddrPort // for the checksum pseudo-header; unspecified: learnt from received datagrams
 	Remote    netip.AddrPort
 	Prio      uint8 // MP_PRIO, default 3
 	Weight    int
@@ -73,34 +75,41 @@ type PathConfig struct {
 type Config struct {
 	Role        Role
 	ServiceCode uint32
-	CCID        string // congestion controller name; default "ccid2"
+	CCID        string // congestion controller name; default defaults.CCID
 	CC          ccid.Config
-	Scheduler   string // default "rr"
-	Reorderer   string // default "passive"
-	Reorder     reorder.Config
-	MaxSubflows int // server side limit per connection, default 8
-	MaxPacket   int // max DCCP packet (UDP payload) size, default 1452
-	SendQueue   int // inner packets queued per connection, default 1024
+	Scheduler   string         // default defaults.Scheduler
+	Reorderer   string         // default defaults.Reorderer
+	Reorder     reorder.Config // zero MaxHold, BufferLimit: defaults.ReorderMaxHold, ReorderBuffer
+	MaxSubflows int            // server side limit per connection, default defaults.MaxSubflows
+	MaxPacket   int            // max DCCP packet (UDP payload) size, default defaults.MaxPacket
+	SendQueue   int            // inner packets queued per connection, default defaults.SendQueue
 	// Retransmit enables loss repair: a data packet a subflow reports lost
 	// is sent once more with its MP_SEQ (see rtx.go). The receiver's
-	// reorderer should then hold gaps for about a round trip.
+	// reorderer should then hold gaps for about a round trip. (Like AQM
+	// and ECN, off when zero; the daemon sets the product's defaults.)
 	Retransmit bool
+	// NoNACK drops the receiver's repair requests (NACKs) as if they were
+	// lost: losses are then repaired only from the Ack Vectors. For
+	// ablation studies.
+	NoNACK bool
 	// Classes map inner packets (protocol, ports, DSCP) to their own
 	// scheduler; unmatched packets use Scheduler.
 	Classes []scheduler.Rule
 	// AQM, when set, manages the send queue (CoDel marking CE on ECT inner
 	// packets, dropping Not-ECT ones); nil keeps a drop-tail FIFO. Limit
-	// and Drop are set by the engine.
+	// and Drop are set by the engine, a zero Target is defaults.AQMTarget.
 	AQM         *aqm.Config
 	Rand        io.Reader     // keys, nonces, ISS, initial MP_SEQ; default crypto/rand
-	KeepAlive   time.Duration // probe an idle subflow, default 1 s
-	PathTimeout time.Duration // subflow failed after this long without a packet, default 3 s
+	KeepAlive   time.Duration // probe an idle subflow, default defaults.Keepalive
+	PathTimeout time.Duration // subflow failed after this long without a packet, default defaults.PathTimeout
 	// IdleTimeout closes a connection when nothing was heard on any of its
-	// subflows for this long (default 30 s): a peer that vanished.
+	// subflows for this long (default defaults.IdleTimeout): a peer that vanished.
 	IdleTimeout time.Duration
-	// MaxConns limits the connections a server accepts (0 = 1024).
+	// MaxConns limits the connections a server accepts (default defaults.MaxConns).
 	MaxConns int
-	// ECN marks data packets ECT(0) in Transmit.ECN.
+	// ECN sets Transmit.ECN: a data packet's outer header carries its
+	// inner packet's ECN field, the engine's own packets ECT(0); inner
+	// packets arriving under CE are marked or dropped (RFC 6040, ecn.go).
 	ECN bool
 	// InitialMPSeq, when non-zero, fixes the first MP_SEQ (tests).
 	InitialMPSeq uint64
@@ -109,17 +118,12 @@ type Config struct {
 	Security *Security
 }
 
-const (
-	defaultCCID      = "ccid2"
-	defaultScheduler = "rr"
-	defaultReorderer = "passive"
-)
-
 // Transmit describes a datagram PollTransmit wrote.
 type Transmit struct {
 	N      int            // bytes written to buf
 	Path   int            // path id (-1 for replies outside any connection)
 	Local  int            // socket index to send from
+	Src    netip.Addr     // source address the DCCP checksum is for; unspecified if not known
 	Remote netip.AddrPort // destination
 	ECN    uint8
 }
@@ -206,35 +210,37 @@ type EndpointStats struct {
 	EventsLost                uint64
 	CookieReplies             uint64 // secure server: cookie replies sent (under load)
 	CookiesTaken              uint64 // secure client: cookie replies accepted
-	Conns                     int
+	// Inner packets that arrived under an outer CE mark (RFC 6040):
+	// marked CE, or dropped because they were Not-ECT.
+	InnerCEMarked, InnerECNDropped uint64
+	Conns                          int
 }
 
 // Endpoint is one side of MP-DCCP: a client with one connection or a
 // server (concentrator) with many.
 type Endpoint struct {
-	cfg        Config
-	ccidName   string
-	schedName  string
-	reoName    string
-	conns      []*Conn
-	byKey      map[sfKey]*subflow
-	byPorts    map[portKey][]*subflow
-	byCI       map[uint32]*Conn
-	pool       bufPool
-	stateless  []statelessReply
-	events     []Event
-	evHead     int
-	evN        int
-	stats      EndpointStats
-	txRR       int
-	dlRR       int
-	pkt        wire.Packet
-	bld        wire.Builder
-	rbuf       [64]byte
-	nextPathID int
-	cells      []byte // scratch Ack Vector cells
-	runs       []ccid.AckRun
-	fb         ccid.Feedback
+	cfg       Config
+	ccidName  string
+	schedName string
+	reoName   string
+	conns     []*Conn
+	byKey     map[sfKey]*subflow
+	byPorts   map[portKey][]*subflow
+	byCI      map[uint32]*Conn
+	pool      bufPool
+	stateless []statelessReply
+	events    []Event
+	evHead    int
+	evN       int
+	stats     EndpointStats
+	txRR      int
+	dlRR      int
+	pkt       wire.Packet
+	bld       wire.Builder
+	rbuf      [64]byte
+	cells     []byte // scratch Ack Vector cells
+	runs      []ccid.AckRun
+	fb        ccid.Feedback
 	// testBadJoinHMAC corrupts the MP_HMAC of joins (tests).
 	testBadJoinHMAC bool
 	sec             *epSec // secure mode (secure.go); nil: plain RFC 9897
@@ -270,31 +276,42 @@ const maxEvents = 1024
 // NewEndpoint validates cfg and returns an Endpoint.
 func NewEndpoint(cfg Config) (*Endpoint, error) {
 	if cfg.MaxSubflows == 0 {
-		cfg.MaxSubflows = 8
+		cfg.MaxSubflows = defaults.MaxSubflows
 	}
 	if cfg.MaxPacket == 0 {
-		cfg.MaxPacket = 1452
+		cfg.MaxPacket = defaults.MaxPacket
 	}
 	if cfg.MaxPacket < 128 || cfg.MaxPacket > 65507 {
 		return nil, fmt.Errorf("mpdccp: MaxPacket %d out of range [128, 65507]", cfg.MaxPacket)
 	}
 	if cfg.SendQueue == 0 {
-		cfg.SendQueue = 1024
+		cfg.SendQueue = defaults.SendQueue
 	}
 	if cfg.Rand == nil {
 		cfg.Rand = rand.Reader
 	}
 	if cfg.KeepAlive == 0 {
-		cfg.KeepAlive = time.Second
+		cfg.KeepAlive = defaults.Keepalive
 	}
 	if cfg.PathTimeout == 0 {
-		cfg.PathTimeout = 3 * time.Second
+		cfg.PathTimeout = defaults.PathTimeout
 	}
 	if cfg.IdleTimeout == 0 {
-		cfg.IdleTimeout = 30 * time.Second
+		cfg.IdleTimeout = defaults.IdleTimeout
 	}
 	if cfg.MaxConns == 0 {
-		cfg.MaxConns = 1024
+		cfg.MaxConns = defaults.MaxConns
+	}
+	if cfg.Reorder.MaxHold == 0 {
+		cfg.Reorder.MaxHold = defaults.ReorderMaxHold
+	}
+	if cfg.Reorder.BufferLimit == 0 {
+		cfg.Reorder.BufferLimit = defaults.ReorderBuffer
+	}
+	if cfg.AQM != nil && cfg.AQM.Target == 0 {
+		a := *cfg.AQM
+		a.Target = defaults.AQMTarget
+		cfg.AQM = &a
 	}
 	e := &Endpoint{
 		cfg:     cfg,
@@ -314,19 +331,34 @@ func NewEndpoint(cfg Config) (*Endpoint, error) {
 		}
 		e.limiter.init(e.sec.cfg.HandshakeRate, e.sec.cfg.HandshakeBurst)
 	}
-	e.ccidName = resolveName(cfg.CCID, defaultCCID, fallbackCCID, ccid.Names())
-	e.schedName = resolveName(cfg.Scheduler, defaultScheduler, fallbackScheduler, scheduler.Names())
-	e.reoName = resolveName(cfg.Reorderer, defaultReorderer, fallbackReorderer, reorder.Names())
+	e.ccidName = orDefault(cfg.CCID, defaults.CCID)
+	e.schedName = orDefault(cfg.Scheduler, defaults.Scheduler)
+	e.reoName = orDefault(cfg.Reorderer, defaults.Reorderer)
 	if _, err := ccid.New(e.ccidName, cfg.CC); err != nil {
 		return nil, fmt.Errorf("mpdccp: %w", err)
 	}
 	if _, err := scheduler.New(e.schedName, scheduler.Config{}); err != nil {
 		return nil, fmt.Errorf("mpdccp: %w", err)
 	}
-	if _, err := reorder.New(e.reoName, cfg.Reorder); err != nil {
+	if _, err := reorder.New(e.reoName, e.reorderConfig(cfg.Reorder)); err != nil {
 		return nil, fmt.Errorf("mpdccp: %w", err)
 	}
 	return e, nil
+}
+
+// reorderConfig completes a reorderer's config with what the engine
+// decides: the receiver waits for repairs when loss repair is on.
+func (e *Endpoint) reorderConfig(rc reorder.Config) reorder.Config {
+	rc.Repair = e.cfg.Retransmit
+	return rc
+}
+
+// orDefault is name, or def when name is empty.
+func orDefault(name, def string) string {
+	if name == "" {
+		return def
+	}
+	return name
 }
 
 // MaxPayload is the largest inner packet Conn.Send accepts: MaxPacket minus
@@ -453,7 +485,7 @@ func (e *Endpoint) newConn(now mono.Time) (*Conn, error) {
 			}
 		}
 	}
-	if c.reo, err = reorder.New(e.reoName, e.cfg.Reorder); err != nil {
+	if c.reo, err = reorder.New(e.reoName, e.reorderConfig(e.cfg.Reorder)); err != nil {
 		return nil, fmt.Errorf("mpdccp: %w", err)
 	}
 	for {
@@ -557,9 +589,11 @@ func (e *Endpoint) queueReset(local int, remote netip.AddrPort, src netip.Addr, 
 	e.stateless = append(e.stateless, r)
 }
 
-// HandleDatagram processes one received UDP payload. local is the socket
-// index it arrived on, from the sender's address, to our address (for the
-// checksum), ecn the IP ECN bits.
+// HandleDatagram processes one received UDP payload, whose UDP checksum
+// the kernel has verified. local is the socket index it arrived on, from
+// the sender's address, to our address as the datagram named it (for the
+// DCCP checksum; unspecified if the socket cannot tell), ecn the IP ECN
+// bits.
 func (e *Endpoint) HandleDatagram(now mono.Time, local int, from netip.AddrPort, to netip.Addr, b []byte, ecn uint8) {
 	e.stats.DatagramsIn++
 	e.stats.BytesIn += uint64(len(b))
@@ -568,19 +602,22 @@ func (e *Endpoint) HandleDatagram(now mono.Time, local int, from netip.AddrPort,
 		e.drop(DropMalformed)
 		return
 	}
-	if !wire.VerifyChecksum(b, checksumAddr, checksumAddr) {
-		e.drop(DropChecksum)
+	residual, ok := wire.ChecksumResidual(b, from.Addr(), to)
+	if !ok {
+		e.drop(DropChecksum) // CsCov beyond the packet (RFC 4340 §9.2)
 		return
 	}
 	key := sfKey{remote: from, local: p.DstPort, rem: p.SrcPort}
 	sf := e.byKey[key]
 	opened := false
 	if sf == nil && p.Type != wire.TypeRequest {
-		sf, opened = e.rebind(now, from, p, b, ecn)
+		sf, opened = e.rebind(now, from, p, residual, b, ecn)
 	}
 	if sf == nil {
+		// No flow to hold a NAT residual against: the kernel's UDP checksum
+		// vouches for the datagram (see checksum.go).
 		if p.Type == wire.TypeRequest && e.cfg.Role == Server {
-			e.handleRequest(now, local, from, to, p, b)
+			e.handleRequest(now, local, from, to, p, residual, b)
 			return
 		}
 		e.drop(DropNoConn)
@@ -592,37 +629,36 @@ func (e *Endpoint) HandleDatagram(now mono.Time, local int, from netip.AddrPort,
 		}
 		return
 	}
+	if !opened && !sf.checksumOK(p, residual) {
+		e.drop(DropChecksum)
+		return
+	}
 	if e.sec != nil && !opened && !sf.conn.secOpen(now, sf, b, p, ecn) {
 		return // secure mode: unauthenticated, dropped and counted
+	}
+	if to.IsValid() && !to.IsUnspecified() && to != sf.localAddr.Addr() {
+		// A wildcard-bound socket learns its address per datagram.
+		sf.localAddr = netip.AddrPortFrom(to, sf.localAddr.Port())
 	}
 	sf.conn.handlePacket(now, sf, p, ecn, len(b))
 }
 
 // rebind finds a subflow for a packet from an unknown address by its DCCP
 // ports and a sequence number valid for that subflow (NAT rebinding), and
-// moves the subflow to the new address.
-func (e *Endpoint) rebind(now mono.Time, from netip.AddrPort, p *wire.Packet, b []byte, ecn uint8) (*subflow, bool) {
+// moves the subflow to the new address. In secure mode only a packet that
+// opens under the subflow's key moves it (opened reports that it was).
+func (e *Endpoint) rebind(now mono.Time, from netip.AddrPort, p *wire.Packet, residual uint16, b []byte, ecn uint8) (*subflow, bool) {
 	for _, sf := range e.byPorts[portKey{p.DstPort, p.SrcPort}] {
 		// Only a packet newer than anything received may move a subflow: a
 		// replayed packet from another address must not hijack it.
-		if sf.state < sfPartOpen || sf.state >= sfClosed || !sf.seqValid(p) || !seqLess(sf.gsr, p.Seq) {
+		if sf.state < sfPartOpen || sf.state >= sfClosed || !sf.seqValid(p) || !seqLess(sf.gsr, p.Seq) ||
+			!sf.rebindChecksumOK(from, p, residual) {
 			continue
 		}
-		// Secure mode: only an authenticated packet moves a subflow. It is
-		// opened on a copy, since a failed open destroys the payload.
 		if e.sec != nil {
-			if len(b) > len(e.sec.scratch) {
-				continue // larger than we ever send: not our peer's
-			}
-			trial := e.sec.scratch[:len(b)]
-			copy(trial, b)
-			var tp wire.Packet
-			if wire.Parse(trial, &tp) != nil || !sf.conn.secOpen(now, sf, trial, &tp, ecn) {
+			if !e.secRebindOpen(now, sf, p, b, ecn) {
 				continue
 			}
-			copy(b, trial)
-			_ = wire.Parse(b, p) // the same layout, now over b
-			p.Payload = p.Payload[:len(tp.Payload)]
 			e.moveSubflow(sf, from)
 			return sf, true
 		}
@@ -654,9 +690,9 @@ func (e *Endpoint) PollTransmit(now mono.Time, buf []byte) (Transmit, bool) {
 				_ = e.bld.MP(&wire.MPOption{Type: wire.MPExp, Raw: r.exp[:r.expLen]})
 			}
 			if n, err := e.bld.Finish(nil); err == nil {
-				wire.SetChecksum(buf[:n], checksumAddr, checksumAddr)
+				wire.SetChecksum(buf[:n], r.src, r.remote.Addr())
 				e.stats.ResetsSent++
-				return e.sent(Transmit{N: n, Path: -1, Local: r.local, Remote: r.remote}), true
+				return e.sent(Transmit{N: n, Path: -1, Local: r.local, Src: r.src, Remote: r.remote}), true
 			}
 		}
 	}
@@ -714,6 +750,14 @@ func (e *Endpoint) PollDeliver(now mono.Time, buf []byte) (int, *Conn, bool) {
 		it, ok := c.reo.Pop(now)
 		if !ok {
 			c.mayDeliver = false
+			if e.cfg.Retransmit {
+				c.pollNACKs(now) // Pop may have found a gap to ask for
+			}
+			continue
+		}
+		if len(it.Buf) == 0 { // its MP_SEQ, without the packet RFC 6040 dropped
+			e.pool.put(it.Buf)
+			i--
 			continue
 		}
 		e.dlRR = (e.dlRR + i) % n

@@ -176,10 +176,14 @@ func FuzzEngineStates(f *testing.F) {
 		src := int(sel>>5) & 3
 		for i := 0; i < 3; i++ {
 			d := append([]byte(nil), b...)
-			if sel&0x10 != 0 && len(d) >= wire.GenericHeaderLen {
-				wire.SetChecksum(d, checksumAddr, checksumAddr)
-			}
 			from := cliAddr(min(src, 2) + 5*(src/3))
+			if sel&0x10 != 0 && len(d) >= wire.GenericHeaderLen {
+				if side == 1 {
+					wire.SetChecksum(d, from.Addr(), srvAddr.Addr())
+				} else {
+					wire.SetChecksum(d, srvAddr.Addr(), cliAddr(min(src, 1)).Addr())
+				}
+			}
 			if side == 1 {
 				p.ep[1].HandleDatagram(p.now, min(src, 1), from, srvAddr.Addr(), d, uint8(i))
 			} else {
@@ -239,7 +243,11 @@ func FuzzNoiseMessage(f *testing.F) {
 		if err != nil {
 			return
 		}
-		wire.SetChecksum(buf[:n], checksumAddr, checksumAddr)
+		if typ == wire.TypeRequest {
+			wire.SetChecksum(buf[:n], cliAddr(3).Addr(), srvAddr.Addr())
+		} else {
+			wire.SetChecksum(buf[:n], srvAddr.Addr(), cliAddr(0).Addr())
+		}
 		if typ == wire.TypeRequest {
 			p.ep[1].HandleDatagram(p.now, 0, cliAddr(3), srvAddr.Addr(), buf[:n], 0)
 			if len(p.ep[1].conns) != 0 {

@@ -4,13 +4,14 @@ package mpdccp
 
 import (
 	"crypto/hmac"
+	"github.com/mptun/mptun/ccid"
 	"net/netip"
 
 	"github.com/mptun/mptun/internal/mono"
 	"github.com/mptun/mptun/mpdccp/wire"
 )
 
-func (e *Endpoint) handleRequest(now mono.Time, local int, from netip.AddrPort, to netip.Addr, p *wire.Packet, b []byte) {
+func (e *Endpoint) handleRequest(now mono.Time, local int, from netip.AddrPort, to netip.Addr, p *wire.Packet, residual uint16, b []byte) {
 	if p.ServiceCode != e.cfg.ServiceCode {
 		e.drop(DropBadService)
 		e.queueReset(local, from, to, p, wire.ResetBadServiceCode)
@@ -92,6 +93,7 @@ func (e *Endpoint) handleRequest(now mono.Time, local int, from netip.AddrPort, 
 			e.drop(DropTooBusy)
 			return
 		}
+		sf.natResidual = residual
 		sf.peerAddrID = join.AddrID
 		sf.addrID = 0
 		sf.noncePeer = join.Nonce
@@ -131,6 +133,7 @@ func (e *Endpoint) handleRequest(now mono.Time, local int, from netip.AddrPort, 
 		e.removeConn(c)
 		return
 	}
+	sf.natResidual = residual
 	c.acceptSubflow(now, sf, p)
 }
 
@@ -176,6 +179,9 @@ func (c *Conn) subflowOpen(now mono.Time, sf *subflow) {
 	sf.state = sfOpen
 	sf.lastHeard = now
 	c.holdUntil = 0
+	if s, ok := sf.cc.(ccid.RTTSeeder); ok && sf.hsRTT > 0 {
+		s.SeedRTT(now, sf.hsRTT)
+	}
 	c.updatePaths()
 	c.ep.emit(Event{Kind: EventPathUp, Conn: c, Path: sf.id, Remote: sf.remote, Reason: "established"})
 	if c.state == Connecting && !sf.join {

@@ -14,7 +14,7 @@ func (c *Conn) pruneSubflows() {
 	for _, sf := range c.subflows {
 		if sf.state == sfClosed && !sf.resetOut {
 			for sf.rtx.head != sf.rtx.tail {
-				c.rtxRelease(&sf.rtx.ents[sf.rtx.head%rtxRingSize])
+				c.rtxRelease(sf.rtx.at(sf.rtx.head))
 				sf.rtx.head++
 			}
 			c.ep.unindex(sf)

@@ -132,6 +132,8 @@ func (c *Conn) handlePacket(now mono.Time, sf *subflow, p *wire.Packet, ecn uint
 			case wire.MPAddAddr, wire.MPRemoveAddr:
 				lastCtrl, haveCtrl = mo, true
 				lastCtrl.Raw = o.Data
+			case wire.MPExp:
+				c.handleExp(now, mo.Raw, &ro)
 			}
 		}
 	}
@@ -231,7 +233,7 @@ func (c *Conn) handlePacket(now mono.Time, sf *subflow, p *wire.Packet, ecn uint
 	switch p.Type {
 	case wire.TypeData, wire.TypeDataAck:
 		if fresh {
-			c.receiveData(now, sf, p, &ro)
+			c.receiveData(now, sf, p, &ro, ecn)
 			sf.dataSinceAck++
 			if disorder || sf.dataSinceAck >= sf.rxAckRatio {
 				sf.ackNow = true
@@ -269,7 +271,7 @@ func (c *Conn) handlePacket(now mono.Time, sf *subflow, p *wire.Packet, ecn uint
 }
 
 // receiveData hands a data packet's payload to the reorderer.
-func (c *Conn) receiveData(now mono.Time, sf *subflow, p *wire.Packet, ro *rxOpts) {
+func (c *Conn) receiveData(now mono.Time, sf *subflow, p *wire.Packet, ro *rxOpts, ecn uint8) {
 	sf.stats.DataIn++
 	if !ro.hasMPSeq {
 		c.ep.drop(DropNoMPSeq)
@@ -286,6 +288,7 @@ func (c *Conn) receiveData(now mono.Time, sf *subflow, p *wire.Packet, ro *rxOpt
 			return
 		}
 	}
+	c.noteData(now)
 	c.stats.Received++
 	if now.Sub(c.pathInfoAt) >= pathInfoEvery {
 		// RTT estimates move with every ack; the reorderer's view of
@@ -295,7 +298,11 @@ func (c *Conn) receiveData(now mono.Time, sf *subflow, p *wire.Packet, ro *rxOpt
 	}
 	b := c.ep.pool.get()
 	n := copy(b, p.Payload)
-	it := reorder.Item{Seq: ro.mpSeq, Path: sf.id, PathSeq: sf.dataSeq(p.Seq, ro), Arrival: now, Buf: b[:n]}
+	if !c.ep.decapInner(ecn, b[:n]) {
+		n = 0 // its MP_SEQ still counts; PollDeliver skips it
+	}
+	it := reorder.Item{Seq: ro.mpSeq, Path: sf.id, PathSeq: sf.dataSeq(p.Seq, ro), Arrival: now, Buf: b[:n],
+		PathOrdered: ro.pathOrdered}
 	// Redundant traffic classes (VoIP) are delivered at once: they must not
 	// wait behind a gap in the bulk traffic nor be equalised, and as every
 	// packet of theirs crosses every path the first copies arrive in order.
@@ -312,14 +319,16 @@ func (c *Conn) receiveData(now mono.Time, sf *subflow, p *wire.Packet, ro *rxOpt
 		return
 	}
 	c.mayDeliver = true
+	if c.ep.cfg.Retransmit {
+		c.pollNACKs(now)
+	}
 }
 
 // dataSeq numbers the data packets of a subflow as the reorderer needs
 // them: consecutive unless data packets were lost on this path. Every DCCP
 // packet consumes a sequence number, so a hole in the DCCP sequence may be
 // lost or simply unseen Acks; the sender's NDP Count (RFC 4340 §7.7) says
-// how many of the packets just before this one carried no data. Without
-// it a hole is not taken as evidence of data loss.
+// how many of the packets just before this one carried no data.
 func (sf *subflow) dataSeq(seq uint64, ro *rxOpts) uint64 {
 	if !sf.rxData {
 		sf.rxData, sf.rxLastData, sf.rxDataSeq = true, seq, 0
@@ -329,10 +338,9 @@ func (sf *subflow) dataSeq(seq uint64, ro *rxOpts) uint64 {
 	if hole < 0 {
 		return sf.rxDataSeq // reordered on the path itself: no evidence
 	}
-	lost := int64(0)
-	if ro.hasNDP {
-		lost = max(0, hole-int64(ro.ndp))
-	}
+	// A sender sends NDP Count after non-data packets (RFC 4340 §7.7):
+	// without one, the packets missing before this one carried data.
+	lost := max(0, hole-int64(ro.ndp))
 	sf.rxLastData = seq
 	sf.rxDataSeq = (sf.rxDataSeq + 1 + uint64(lost)) & wire.MaxSeq
 	return sf.rxDataSeq
@@ -435,7 +443,11 @@ func (c *Conn) handleAddrOption(now mono.Time, sf *subflow, mo *wire.MPOption, m
 	if mo.Type == wire.MPRemoveAddr {
 		ev.Kind = EventPeerRemoveAddr
 	} else {
-		ev.Remote = netip.AddrPortFrom(mo.Addr, mo.Port)
+		port := mo.Port
+		if port == 0 { // absent, or an explicit 0: the same port (RFC 9897)
+			port = sf.remote.Port()
+		}
+		ev.Remote = netip.AddrPortFrom(mo.Addr, port)
 	}
 	c.ep.emit(ev)
 }
@@ -494,10 +506,11 @@ type rxOpts struct {
 	fastKey   []byte
 	hasFast   bool
 	elapsed   time.Duration
-	mpCapable bool
 	confirmMP bool // Confirm L(MP_CAPABLE) seen
 	rttUpdate bool
 	mandatory bool
 	ndp       uint64 // NDP Count: non-data packets sent just before this one
 	hasNDP    bool
+	// pathOrdered: the sender's empty MP_EXP (nack.go).
+	pathOrdered bool
 }

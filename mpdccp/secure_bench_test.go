@@ -112,10 +112,10 @@ func BenchmarkAEAD(b *testing.B) {
 	}
 }
 
-// TestSecureECN: with the inner packet encrypted, the engine applies RFC
-// 6040 itself: the outer field copies the inner one (Not-ECT travels as
-// ECT(0)), and an outer CE marks an ECT inner packet CE (with a valid IPv4
-// header checksum) or drops a Not-ECT one.
+// TestSecureECN: with the inner packet encrypted, RFC 6040 still holds:
+// the outer field copies the inner one (read before sealing), and an outer
+// CE marks an ECT inner packet CE (with a valid IPv4 header checksum) after
+// opening, or drops a Not-ECT one.
 func TestSecureECN(t *testing.T) {
 	p := securePipe(t, "aes-256-gcm")
 	p.ep[0].cfg.ECN = true
@@ -124,10 +124,10 @@ func TestSecureECN(t *testing.T) {
 		delivered        bool
 		wantInner        uint8
 	}{
-		{inner: 0, outer: 2, ce: 0, delivered: true, wantInner: 0},
+		{inner: 0, outer: 0, ce: 0, delivered: true, wantInner: 0},
 		{inner: 1, outer: 1, ce: 0, delivered: true, wantInner: 1},
 		{inner: 2, outer: 2, ce: 3, delivered: true, wantInner: 3},
-		{inner: 0, outer: 2, ce: 3, delivered: false},
+		{inner: 0, outer: 0, ce: 3, delivered: false},
 	} {
 		pkt := innerPkt("10.99.0.2", 200, 1)
 		pkt[1] = tc.inner
@@ -148,7 +148,7 @@ func TestSecureECN(t *testing.T) {
 			t.Fatalf("inner ECN %d: outer %d, want %d", tc.inner, ecn, tc.outer)
 		}
 		before := p.deliveredByServer()
-		drops := p.ep[1].conns[0].stats.ECNDrops
+		drops := p.ep[1].stats.InnerECNDropped
 		p.ep[1].HandleDatagram(p.now, 0, cliAddr(0), srvAddr.Addr(), sent, tc.ce)
 		var got []byte
 		for {
@@ -162,7 +162,7 @@ func TestSecureECN(t *testing.T) {
 			t.Fatalf("inner ECN %d outer CE %v: delivered %v", tc.inner, tc.ce == 3, !tc.delivered)
 		}
 		if !tc.delivered {
-			if p.ep[1].conns[0].stats.ECNDrops != drops+1 {
+			if p.ep[1].stats.InnerECNDropped != drops+1 {
 				t.Fatal("Not-ECT under CE not counted")
 			}
 			continue

@@ -68,7 +68,7 @@ func TestSecureHandshakeFlood(t *testing.T) {
 		b := append(buf[:0], req...)
 		if i%4 == 3 { // garbage: a corrupted copy
 			b[len(b)/2] ^= 0xff
-			wire.SetChecksum(b, checksumAddr, checksumAddr)
+			wire.SetChecksum(b, spoofedSource(i).Addr(), srvAddr.Addr())
 		}
 		srv.HandleDatagram(now, 0, spoofedSource(i), srvAddr.Addr(), b, 0)
 		for {

@@ -46,19 +46,19 @@ func (c *Conn) secReserve(sf *subflow, typ wire.Type, buf []byte) ([]byte, bool,
 }
 
 // secFinish seals the finished packet buf[:n] when seal is set; it gives
-// back the full buffer, the new length and the outer ECN field.
-func (c *Conn) secFinish(now mono.Time, sf *subflow, buf []byte, n int, seal bool, ps *pktSpec, seq uint64) ([]byte, int, uint8) {
+// back the full buffer and the new length. The outer ECN field comes from
+// ps.payload, the plaintext (outerECN).
+func (c *Conn) secFinish(now mono.Time, sf *subflow, buf []byte, n int, seal bool, ps *pktSpec, seq uint64) ([]byte, int) {
 	if !seal {
-		return buf, n, 0
+		return buf, n
 	}
 	buf = buf[:len(buf)+sealOverhead]
-	n, ecn := c.secSeal(now, sf, buf, n, ps.typ, seq, ps.payload)
-	return buf, n, ecn
+	return buf, c.secSeal(now, sf, buf, n, ps.typ, seq)
 }
 
 // secSeal seals the packet in buf[:n] built for sf and returns its new
-// length and the outer ECN field (from the inner packet, RFC 6040).
-func (c *Conn) secSeal(now mono.Time, sf *subflow, buf []byte, n int, typ wire.Type, seq uint64, payload []byte) (int, uint8) {
+// length.
+func (c *Conn) secSeal(now mono.Time, sf *subflow, buf []byte, n int, typ wire.Type, seq uint64) int {
 	hl := int(buf[4]) * 4
 	if typ == wire.TypeRequest {
 		k := joinRequestKey(&c.sec.tx, sf.nonceLocal)
@@ -67,11 +67,7 @@ func (c *Conn) secSeal(now mono.Time, sf *subflow, buf []byte, n int, typ wire.T
 		k := sf.crypt.txKey(now, &c.ep.sec.cfg)
 		n = sealPacket(k.aead, c.ep.sec.nonce, k.phase, buf, hl, n, seq)
 	}
-	ecn := uint8(ect0)
-	if typ.HasData() {
-		ecn = outerECN(payload)
-	}
-	return n, ecn
+	return n
 }
 
 // secOpen authenticates and decrypts a packet for sf (secure mode) in
@@ -120,10 +116,25 @@ func (c *Conn) secOpen(now mono.Time, sf *subflow, b []byte, p *wire.Packet, ecn
 	}
 	k.replay.mark(p.Seq)
 	p.Payload = out
-	if ecn == ce && p.Type.HasData() && len(out) > 0 && !decapInnerCE(out) {
-		p.Payload = out[:0] // CE on a Not-ECT inner packet: drop it (RFC 6040)
-		c.stats.ECNDrops++
+	return true
+}
+
+// secRebindOpen opens a packet for sf that came from a new address, on a
+// copy (a failed open destroys the payload, and another subflow may still
+// be tried); on success b holds the opened packet and p describes it.
+func (e *Endpoint) secRebindOpen(now mono.Time, sf *subflow, p *wire.Packet, b []byte, ecn uint8) bool {
+	if len(b) > len(e.sec.scratch) {
+		return false // larger than we ever send: not our peer's
 	}
+	trial := e.sec.scratch[:len(b)]
+	copy(trial, b)
+	var tp wire.Packet
+	if wire.Parse(trial, &tp) != nil || !sf.conn.secOpen(now, sf, trial, &tp, ecn) {
+		return false
+	}
+	copy(b, trial)
+	_ = wire.Parse(b, p) // the same layout, now over b
+	p.Payload = p.Payload[:len(tp.Payload)]
 	return true
 }
 

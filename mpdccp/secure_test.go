@@ -202,7 +202,7 @@ func TestSecureForgedJoinRefused(t *testing.T) {
 	b.Feature(wire.OptChangeR, wire.FeatMultipath, 0)
 	b.MP(&wire.MPOption{Type: wire.MPJoin, AddrID: 5, Token: sc.localCI, Nonce: 99})
 	n, _ := b.Finish(make([]byte, 16)) // a made-up tag
-	wire.SetChecksum(buf[:n], checksumAddr, checksumAddr)
+	wire.SetChecksum(buf[:n], cliAddr(7).Addr(), srvAddr.Addr())
 	before := dropped(h.ep[1], DropAuth)
 	h.ep[1].HandleDatagram(h.sim.Now(), 1, cliAddr(7), srvAddr.Addr(), buf[:n], 0)
 	h.service(sideServer)
@@ -305,7 +305,7 @@ func spoof(sf *subflow, typ wire.Type, opts func(*wire.Builder)) []byte {
 		opts(&b)
 	}
 	n, _ := b.Finish(make([]byte, sealOverhead))
-	wire.SetChecksum(buf[:n], checksumAddr, checksumAddr)
+	wire.SetChecksum(buf[:n], sf.remote.Addr(), srvAddr.Addr())
 	return buf[:n]
 }
 
@@ -385,7 +385,7 @@ func TestAddAddrInResponseBeforeKeys(t *testing.T) {
 	b.MP(&wire.MPOption{Type: wire.MPAddAddr, AddrID: 1, Nonce: 5, Addr: netip.MustParseAddr("192.0.2.9")})
 	b.MP(&wire.MPOption{Type: wire.MPHMAC, HMAC: make([]byte, wire.HMACSize)})
 	n, _ := b.Finish(nil)
-	wire.SetChecksum(buf[:n], checksumAddr, checksumAddr)
+	wire.SetChecksum(buf[:n], srvAddr.Addr(), cliAddr(0).Addr())
 	h.ep[0].HandleDatagram(h.sim.Now(), 0, srvAddr, cliAddr(0).Addr(), buf[:n], 0) // must not panic
 	if dropped(h.ep[0], DropBadHMAC) == 0 {
 		t.Fatalf("MP_ADDADDR without keys not counted: %v", h.ep[0].Stats().Dropped)
@@ -405,7 +405,7 @@ func TestSecureOversizedRebindCandidate(t *testing.T) {
 	big := make([]byte, h.ep[1].cfg.MaxPacket+100)
 	copy(big, p)
 	big[4] = byte(len(p)-sealOverhead) / 4 // header as built; the rest is "payload"
-	wire.SetChecksum(big, checksumAddr, checksumAddr)
+	wire.SetChecksum(big, cliAddr(9).Addr(), srvAddr.Addr())
 	h.ep[1].HandleDatagram(h.sim.Now(), 0, cliAddr(9), srvAddr.Addr(), big, 0) // must not panic
 	if sf.remote != cliAddr(0) {
 		t.Fatal("moved on an oversized datagram")

@@ -1,14 +1,15 @@
 // SPDX-License-Identifier: MIT
 
 // Command mptun is mptun's command line: it talks to a running mptund over
-// its control socket, runs the built-in lab and the benchmarks.
+// its control socket (package control only) and starts the built-in lab
+// and the benchmarks, which live in mptun-lab.
 //
 //	mptun status [--json]                 connection, paths, RTT, cwnd, rate, loss, counters
 //	mptun set scheduler|reorderer NAME    change at runtime
 //	mptun set prio PATH-ID N              MP_PRIO of a path
-//	mptun capture -w FILE [-d 10s]        pcap of the tunnel's packets (IP protocol 33)
+//	mptun capture -w FILE [-d 10s] [-dccp FILE2]  pcap of the tunnel's datagrams as on the wire (+ IP protocol 33 form)
 //	mptun lab run FILE [--out DIR]        run a lab scenario
-//	mptun bench throughput|aggregate|handover [--json]
+//	mptun bench throughput|aggregate|handover|voip|cc [--json]
 //
 // Global flags: -s SOCKET (default /run/mptun/mptun0.sock) or -i INSTANCE.
 package main
@@ -25,7 +26,6 @@ import (
 	"time"
 
 	"github.com/mptun/mptun/control"
-	"github.com/mptun/mptun/daemon"
 )
 
 var version = "dev"
@@ -46,9 +46,11 @@ commands:
   set scheduler NAME             change the scheduler at runtime
   set reorderer NAME             change the reorderer at runtime
   set prio PATH-ID N             set a path's MP_PRIO (0 never, 1 standby, 2 secondary, >=3 primary)
-  capture -w FILE [-d DURATION]  write the tunnel's packets as pcap (IP protocol 33) for DURATION
-  lab run FILE [--out DIR]       run a lab scenario (root)
-  bench throughput|aggregate|handover [--json]   benchmarks against wireguard-go / kernel MPTCP (root)
+  capture -w FILE [-d DURATION] [-dccp FILE2]
+                                 write the tunnel's datagrams as pcap (IP/UDP/DCCP as on the wire;
+                                 FILE2: also as IP protocol 33) for DURATION
+  lab run FILE [--out DIR]       run a lab scenario (root; in the mptun-lab program)
+  bench throughput|aggregate|handover|voip|cc [--json]   benchmarks against wireguard-go / kernel MPTCP (root; mptun-lab)
   genkey                         print a new private key (base64 X25519)
   pubkey                         read a private key on stdin, print its public key
   version
@@ -84,10 +86,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		err = cmdSet(g, rest)
 	case "capture":
 		err = cmdCapture(g, rest, stderr)
-	case "lab":
-		return labMain(rest, stdout, stderr)
-	case "bench":
-		return benchMain(rest, g.json, stdout, stderr)
+	case "lab", "bench":
+		return labCommand(cmd, rest, g.json, stdout, stderr)
 	case "genkey":
 		err = cmdGenkey(rest, stdout)
 	case "pubkey":
@@ -139,8 +139,8 @@ func cmdStatus(g globals, args []string) error {
 	if len(args) != 0 {
 		return usageError{"status takes no arguments"}
 	}
-	var st daemon.Status
-	if err := control.Call(g.socket, "status", nil, &st); err != nil {
+	var st control.Status
+	if err := control.Call(g.socket, control.MethodStatus, nil, &st); err != nil {
 		return fmt.Errorf("status via %s: %w", g.socket, err)
 	}
 	if g.json {
@@ -150,7 +150,11 @@ func cmdStatus(g globals, args []string) error {
 	return nil
 }
 
-func printStatus(w io.Writer, st daemon.Status) {
+func printStatus(w io.Writer, st control.Status) {
+	if st.APIVersion != control.APIVersion {
+		fmt.Fprintf(w, "(the daemon speaks control API version %d, this mptun version %d: fields may be missing)\n",
+			st.APIVersion, control.APIVersion)
+	}
 	fmt.Fprintf(w, "%s %s  inner MTU %d  up %s  security %s\n", st.Role, st.Tunnel, st.InnerMTU,
 		(time.Duration(st.UptimeS) * time.Second).String(), st.Security)
 	if st.PublicKey != "" {
@@ -167,9 +171,11 @@ func printStatus(w io.Writer, st daemon.Status) {
 		}
 		fmt.Fprintf(w, "  sent %d pkts %s  delivered %d pkts %s  queue drops %d\n",
 			c.SentPackets, bytesStr(c.SentBytes), c.DeliveredPackets, bytesStr(c.DeliveredBytes), c.QueueDrops)
-		fmt.Fprintf(w, "  reorder: in order %d  held %d  out of order %d  gaps skipped %d  late %d  dup %d  class (at once) %d\n",
-			c.Reorder.InOrder, c.Reorder.Held, c.Reorder.OutOfOrder, c.Reorder.GapsSkipped,
+		fmt.Fprintf(w, "  reorder: in order %d  held %d  path order %d  out of order %d  gaps skipped %d  late %d  dup %d  class (at once) %d\n",
+			c.Reorder.InOrder, c.Reorder.Held, c.Reorder.PathOrdered, c.Reorder.OutOfOrder, c.Reorder.GapsSkipped,
 			c.Reorder.GapsLateArrive, c.Reorder.Duplicates, c.Reorder.Urgent)
+		fmt.Fprintf(w, "  repair: path losses %d  NACKs %d (sent %d, received %d)  repaired here %d  given up %d  resent by us %d\n",
+			c.Reorder.Holes, c.Reorder.NACKs, c.NACKsSent, c.NACKsReceived, c.Reorder.Repaired, c.Reorder.RepairGivenUp, c.Repaired)
 		fmt.Fprintf(w, "  %-3s %-8s %-9s %-4s %-6s %-10s %8s %8s %6s %9s %9s %7s %s\n",
 			"id", "name", "state", "prio", "ccid", "phase", "rtt ms", "min ms", "cwnd", "rate Mb/s", "pace Mb/s", "loss %", "remote")
 		for _, p := range c.Paths {
@@ -204,7 +210,7 @@ func bytesStr(b uint64) string {
 }
 
 func cmdSet(g globals, args []string) error {
-	var req daemon.SetRequest
+	var req control.SetRequest
 	switch {
 	case len(args) == 2 && args[0] == "scheduler":
 		req.Scheduler = args[1]
@@ -221,7 +227,7 @@ func cmdSet(g globals, args []string) error {
 	default:
 		return usageError{"set scheduler NAME | set reorderer NAME | set prio PATH-ID N"}
 	}
-	if err := control.Call(g.socket, "set", req, nil); err != nil {
+	if err := control.Call(g.socket, control.MethodSet, req, nil); err != nil {
 		return err
 	}
 	if g.json {
@@ -234,7 +240,8 @@ func cmdSet(g globals, args []string) error {
 func cmdCapture(g globals, args []string, stderr io.Writer) error {
 	fs := flag.NewFlagSet("capture", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	file := fs.String("w", "", "pcap `file` to write")
+	file := fs.String("w", "", "pcap `file` to write: the datagrams as on the wire (IP, UDP, DCCP)")
+	native := fs.String("dccp", "", "also write the datagrams to this pcap `file` as IP protocol 33 (UDP header removed)")
 	dur := fs.Duration("d", 10*time.Second, "how long to capture")
 	if err := fs.Parse(args); err != nil {
 		return usageError{err.Error()}
@@ -246,13 +253,22 @@ func cmdCapture(g globals, args []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	req := daemon.CaptureRequest{File: abs, Seconds: dur.Seconds()}
-	if err := control.Call(g.socket, "capture", req, nil); err != nil {
+	req := control.CaptureRequest{File: abs, Seconds: dur.Seconds()}
+	if *native != "" {
+		if req.DCCPFile, err = filepath.Abs(*native); err != nil {
+			return err
+		}
+	}
+	if err := control.Call(g.socket, control.MethodCapture, req, nil); err != nil {
 		return err
 	}
 	time.Sleep(*dur + 100*time.Millisecond)
 	if g.json {
 		return printJSON(g.out, req)
+	}
+	if req.DCCPFile != "" {
+		fmt.Fprintf(g.out, "wrote %s and %s (%s)\n", abs, req.DCCPFile, *dur)
+		return nil
 	}
 	fmt.Fprintf(g.out, "wrote %s (%s)\n", abs, *dur)
 	return nil
