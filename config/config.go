@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/mptun/mptun/internal/defaults"
+	"github.com/mptun/mptun/mpdccp/noise"
 )
 
 // Config is a validated configuration with defaults filled in.
@@ -30,6 +31,9 @@ type Config struct {
 	Web        Web
 	Log        Log
 	Capture    Capture
+	// Peers are the keys this end talks to (secure mode): a CPE has one,
+	// the concentrator; a concentrator has every CPE.
+	Peers []Peer
 }
 
 // Tunnel describes the TUN device.
@@ -69,6 +73,24 @@ type Connection struct {
 	ABE            bool   // ABE (RFC 8511) in CCID2's ECN response
 	InitialWindow  int    // packets; 0 = each controller's own
 	Classes        []Class
+	// Security is SecurityNoise (authenticated, encrypted; the default) or
+	// SecurityNone (plain RFC 9897: anyone may connect, nothing is secret).
+	Security   string
+	PrivateKey noise.Key // from private_key or private_key_file
+}
+
+// Security modes.
+const (
+	SecurityNoise = "noise"
+	SecurityNone  = "none"
+)
+
+// Peer is a [[peer]] section: a remote public key and the inner prefixes
+// it may source and receives (cryptokey routing).
+type Peer struct {
+	PublicKey    noise.Key
+	PresharedKey noise.Key // zero when not set
+	AllowedIPs   []netip.Prefix
 }
 
 // Class maps matching inner packets to their own scheduler.

@@ -95,9 +95,13 @@ type rawConfig struct {
 		ABE            *bool      `toml:"abe"`
 		InitialWindow  *int64     `toml:"initial_window"`
 		Class          []rawClass `toml:"class"`
+		Security       *string    `toml:"security"`
+		PrivateKey     *string    `toml:"private_key"`
+		PrivateKeyFile *string    `toml:"private_key_file"`
 	} `toml:"connection"`
 	Listen  []rawListen `toml:"listen"`
 	Path    []rawPath   `toml:"path"`
+	Peer    []rawPeer   `toml:"peer"`
 	Offload struct {
 		TUN    *bool `toml:"tun"`
 		UDPGSO *bool `toml:"udp_gso"`
@@ -264,7 +268,7 @@ func (c *checker) unknownKeys() {
 
 // displayOf maps "path[1].bogus" to path 1's display name.
 func (c *checker) displayOf(indexed string) at {
-	for _, t := range []string{"path", "connection.class", "listen"} {
+	for _, t := range []string{"path", "connection.class", "listen", "peer"} {
 		rest, ok := strings.CutPrefix(indexed, t+"[")
 		if !ok {
 			continue
@@ -292,6 +296,7 @@ func (c *checker) convert(raw *rawConfig, path string) *Config {
 	c.connection(raw, &cfg.Connection)
 	c.listens(raw, cfg)
 	c.paths(raw, cfg)
+	c.security(raw, cfg, path)
 
 	cfg.Offload = Offload{
 		TUN:    deref(raw.Offload.TUN, true),

@@ -4,6 +4,7 @@ package config
 
 import (
 	"errors"
+	"fmt"
 	"net/netip"
 	"strings"
 	"testing"
@@ -30,22 +31,25 @@ func TestPathRoutingDefaults(t *testing.T) {
 }
 
 func TestPathRoutingErrors(t *testing.T) {
-	for _, tt := range []struct{ extra, want string }{
-		{"routing = \"source\"\n", `x.toml:17: path.lte.routing: "source" needs the path's device (the interface its packets leave through)`},
-		{"device = \"wwan0\"\nrouting = \"fwmark\"\n", `x.toml:18: path.lte.routing: "fwmark" needs the path's fwmark (not 0)`},
-		{"device = \"wwan0\"\nrouting = \"auto\"\n", `x.toml:18: path.lte.routing: invalid value "auto": want "source", "fwmark", "none"`},
-		{"device = \"wwan0\"\ntable = 254\n", `x.toml:18: path.lte.table: 254 is the kernel's "main" table: pick another (1-252, 256-2147483647)`},
-		{"device = \"wwan0\"\ntable = -1\n", `x.toml:18: path.lte.table: -1 out of range 1..2147483647`},
-		{"device = \"wwan0\"\ntable = 6511\n", `x.toml:18: path.lte.table: table 6511 is also path dsl's, on another interface (eth0)`},
-		{"device = \"wwan0\"\ngateway = \"x\"\n", `x.toml:18: path.lte.gateway: invalid address "x"`},
-		{"device = \"wwan0\"\ngateway = \"fd00::1\"\n", `x.toml:18: path.lte.gateway: address family differs from remote 198.51.100.1`},
-		{"gateway = \"198.51.100.254\"\n", `x.toml:17: path.lte.gateway: only with routing "source" or "fwmark" (the path's table gets it)`},
+	for _, tt := range []struct{ extra, key, msg string }{
+		{"routing = \"source\"\n", "routing", `"source" needs the path's device (the interface its packets leave through)`},
+		{"device = \"wwan0\"\nrouting = \"fwmark\"\n", "routing", `"fwmark" needs the path's fwmark (not 0)`},
+		{"device = \"wwan0\"\nrouting = \"auto\"\n", "routing", `invalid value "auto": want "source", "fwmark", "none"`},
+		{"device = \"wwan0\"\ntable = 254\n", "table", `254 is the kernel's "main" table: pick another (1-252, 256-2147483647)`},
+		{"device = \"wwan0\"\ntable = -1\n", "table", `-1 out of range 1..2147483647`},
+		{"device = \"wwan0\"\ntable = 6511\n", "table", `table 6511 is also path dsl's, on another interface (eth0)`},
+		{"device = \"wwan0\"\ngateway = \"x\"\n", "gateway", `invalid address "x"`},
+		{"device = \"wwan0\"\ngateway = \"fd00::1\"\n", "gateway", `address family differs from remote 198.51.100.1`},
+		{"gateway = \"198.51.100.254\"\n", "gateway", `only with routing "source" or "fwmark" (the path's table gets it)`},
 	} {
 		text := strings.Replace(base, `name = "dsl"`, "name = \"dsl\"\ndevice = \"eth0\"", 1) + tt.extra
+		// The error is on the line of the (last) key it names.
+		line := strings.Count(text[:strings.LastIndex(text, "\n"+tt.key+" =")+1], "\n") + 1
+		want := fmt.Sprintf("x.toml:%d: path.lte.%s: %s", line, tt.key, tt.msg)
 		_, err := Load(writeFile(t, "x.toml", text))
 		var list ErrorList
-		if !errors.As(err, &list) || list[0].Error() != tt.want {
-			t.Errorf("%q:\n got %v\nwant %s", tt.extra, err, tt.want)
+		if !errors.As(err, &list) || list[0].Error() != want {
+			t.Errorf("%q:\n got %v\nwant %s", tt.extra, err, want)
 		}
 	}
 	// Two paths on one interface may share its table; "none" needs nothing.

@@ -38,6 +38,10 @@ type Status struct {
 	Datapath   DPStatus          `json:"datapath"`
 	Dropped    map[string]uint64 `json:"dropped_datagrams"`
 	ResetsSent uint64            `json:"resets_sent"`
+	// Security is "noise" or "none"; PublicKey is this end's key.
+	Security      string `json:"security"`
+	PublicKey     string `json:"public_key,omitempty"`
+	CookieReplies uint64 `json:"cookie_replies"`
 }
 
 // ConnStatus is one MP-DCCP connection.
@@ -60,6 +64,10 @@ type ConnStatus struct {
 	Reorder          ReorderStats   `json:"reorder"`
 	AQM              AQMStats       `json:"aqm"`
 	SchedulerPicks   map[int]uint64 `json:"scheduler_picks"`
+	// Peer is the authenticated public key of the other end, AEAD the
+	// packet protection (secure mode).
+	Peer string `json:"peer,omitempty"`
+	AEAD string `json:"aead,omitempty"`
 }
 
 // OpenPaths counts the connection's paths that are up.

@@ -93,6 +93,7 @@ func New(cfg *config.Config, log *slog.Logger) (d *Daemon, err error) {
 	if err != nil {
 		return nil, err
 	}
+	epCfg.Security = engineSecurity(cfg, log)
 	if d.ep, err = mpdccp.NewEndpoint(epCfg); err != nil {
 		return nil, fmt.Errorf("engine: %w", err)
 	}
@@ -220,6 +221,7 @@ func (d *Daemon) Run(ctx context.Context, ready func()) error {
 			return fmt.Errorf("control socket: %w", err)
 		}
 		d.ctl = srv
+		registerRestricted(srv, d)
 		go srv.Serve()
 	}
 	if err := d.startMetrics(); err != nil {
@@ -231,7 +233,8 @@ func (d *Daemon) Run(ctx context.Context, ready func()) error {
 	name, _ := d.dev.Name()
 	d.log.Info("mptund running", "role", d.cfg.Connection.Role, "tun", name, "inner_mtu", d.innerMTU,
 		"sockets", len(d.sockets), "ccid", d.cfg.Connection.CCID, "scheduler", d.cfg.Connection.Scheduler,
-		"reorderer", d.cfg.Connection.Reorderer)
+		"reorderer", d.cfg.Connection.Reorderer, "security", d.cfg.Connection.Security, "public_key", d.ep.PublicKey())
+	d.dropPrivileges()
 	if ready != nil {
 		ready()
 	}

@@ -18,6 +18,9 @@ func (d *Daemon) Reload(cfg *config.Config) error {
 		len(cfg.Paths) != len(old.Paths) || len(cfg.Listen) != len(old.Listen) {
 		return fmt.Errorf("%s: role, tunnel name and the set of paths/listen sockets need a restart", cfg.File)
 	}
+	if !sameSecurity(old, cfg) {
+		return fmt.Errorf("%s: security, keys and [[peer]] sections need a restart", cfg.File)
+	}
 	if cfg.Web != old.Web {
 		return fmt.Errorf("%s: web.listen needs a restart", cfg.File)
 	}

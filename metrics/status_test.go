@@ -18,7 +18,8 @@ func concentratorStatus() control.Status {
 	hold := make([]uint64, len(reorder.HoldBuckets)+1)
 	hold[0], hold[2], hold[len(hold)-1] = 10, 5, 1
 	return control.Status{APIVersion: control.APIVersion, Role: "server", UptimeS: 42.5, ResetsSent: 3,
-		Dropped:  map[string]uint64{"no-conn": 4, "checksum": 2, "malformed": 1, "bad-handshake": 6, "auth": 8},
+		Dropped: map[string]uint64{"no-conn": 4, "checksum": 2, "malformed": 1, "bad-handshake": 6, "auth": 8,
+			"unknown-peer": 31, "rate-limited": 32, "inner-source": 33, "replay": 34, "downgrade": 35},
 		Datapath: control.DPStatus{DroppedQueueFull: 9, TimerLateP99us: 250},
 		Conns: []control.ConnStatus{
 			{State: "open", PeerCI: 0xabc, SentBytes: 1000, DeliveredBytes: 2000, Repaired: 7, Queued: 3, NACKsSent: 21, NACKsReceived: 22,
@@ -121,6 +122,11 @@ func TestWriteStatusValues(t *testing.T) {
 		`mptun_dropped_packets_total{direction="rx",reason="unknown_conn"}`:     4,
 		`mptun_dropped_packets_total{direction="rx",reason="malformed"}`:        3,
 		`mptun_dropped_packets_total{direction="rx",reason="handshake"}`:        6,
+		`mptun_dropped_packets_total{direction="rx",reason="unknown_peer"}`:     31,
+		`mptun_dropped_packets_total{direction="rx",reason="rate_limited"}`:     32,
+		`mptun_dropped_packets_total{direction="rx",reason="inner_source"}`:     33,
+		`mptun_dropped_packets_total{direction="rx",reason="replay"}`:           34,
+		`mptun_dropped_packets_total{direction="rx",reason="downgrade"}`:        35,
 		`mptun_dropped_packets_total{direction="rx",reason="auth"}`:             8,
 		`mptun_dropped_packets_total{direction="tx",reason="queue_full"}`:       9,
 		`mptun_dropped_packets_total{direction="tx",reason="socket_error"}`:     0,

@@ -327,7 +327,8 @@ func (m *Manager) installed() ([]Rule, []Route, error) {
 				continue
 			}
 			src, _ := prefixOf(r.Src)
-			rules = append(rules, Rule{Priority: r.Priority, Table: r.Table, V6: fam == netlink.FAMILY_V6, Src: src, Mark: r.Mark})
+			rules = append(rules, Rule{Priority: r.Priority, Table: r.Table, V6: fam == netlink.FAMILY_V6, Src: src,
+				Oif: r.OifName, Mark: r.Mark})
 		}
 	}
 	var routes []Route
@@ -381,9 +382,12 @@ func family(v6 bool) int {
 func nlRule(r Rule) *netlink.Rule {
 	n := netlink.NewRule()
 	n.Priority, n.Table, n.Family, n.Protocol = r.Priority, r.Table, family(r.V6), Protocol
-	if r.Src.IsValid() {
+	switch {
+	case r.Src.IsValid():
 		n.Src = ipNet(r.Src)
-	} else {
+	case r.Oif != "":
+		n.OifName = r.Oif
+	default:
 		n.Mark = r.Mark
 	}
 	return n

@@ -119,6 +119,8 @@ func TestManagerInNamespace(t *testing.T) {
 		"from 198.51.100.2": "via 198.51.100.1 dev up1 table 6512",
 		"from 192.0.2.2":    "via 192.0.2.1 dev up0 table 6511",
 		"mark 7":            "dev wwan0 table 6513",
+		// A socket bound to the interface (SO_BINDTODEVICE), any address.
+		"oif up1": "via 198.51.100.1 dev up1 table 6512",
 	} {
 		if got := routeGet(t, ctx, ns, strings.Fields(sel)...); !strings.Contains(got, want) {
 			t.Errorf("route get 203.0.113.1 %s: %q, want %q", sel, got, want)
@@ -130,6 +132,7 @@ func TestManagerInNamespace(t *testing.T) {
 	}
 	rules := ipOut(t, ctx, ns, "rule", "show")
 	for _, want := range []string{"6511:\tfrom 192.0.2.2 lookup 6511 proto 109", "6512:\tfrom 198.51.100.2 lookup 6512 proto 109",
+		"6511:\tfrom all oif up0 lookup 6511 proto 109",
 		"6513:\tfrom all fwmark 0x7 lookup 6513 proto 109", "200:\tfrom 10.8.8.8 lookup 6511"} {
 		if !strings.Contains(rules, want) {
 			t.Errorf("ip rule lacks %q:\n%s", want, rules)
@@ -174,10 +177,12 @@ func TestManagerInNamespace(t *testing.T) {
 	if err := ns.IP(ctx, "link", "del", "up1"); err != nil {
 		t.Fatal(err)
 	}
+	// (The rule by interface name stays, for when it comes back.)
 	eventually(t, "rule of a removed interface removed", func() (bool, string) {
 		rules := ipOut(t, ctx, ns, "rule", "show")
 		table := ipOut(t, ctx, ns, "route", "show", "table", "6512")
-		return !strings.Contains(rules, "lookup 6512") && strings.TrimSpace(table) == "", rules + table
+		return !strings.Contains(rules, "198.51.100.3") && strings.Contains(rules, "oif up1 [detached] lookup 6512") &&
+			strings.TrimSpace(table) == "", rules + table
 	})
 
 	// A reload moves the DSL path to table 7000 and drops the modem.
@@ -186,6 +191,7 @@ func TestManagerInNamespace(t *testing.T) {
 	}
 	rules = ipOut(t, ctx, ns, "rule", "show")
 	if !strings.Contains(rules, "7000:\tfrom 192.0.2.2 lookup 7000 proto 109") || strings.Contains(rules, "lookup 6511 proto") ||
+		!strings.Contains(rules, "7000:\tfrom all oif up0 lookup 7000 proto 109") ||
 		strings.Contains(rules, "lookup 6513") {
 		t.Errorf("after SetPaths:\n%s", rules)
 	}

@@ -4,8 +4,9 @@
 // routing that makes its packets leave through that interface: a routing
 // table holding a copy of the interface's default route (and its on-link
 // prefixes), and a rule sending the path's packets to that table — by
-// source address (the interface's addresses, the default) or by the
-// path's firewall mark (SO_MARK). Without it, a second uplink with no
+// source address (the interface's addresses) and by the interface the
+// path's socket is bound to (the default), or by the path's firewall mark
+// (SO_MARK). Without it, a second uplink with no
 // default route of its own (or a lower-priority one) never carries the
 // tunnel, and operators write `ip rule`/`ip route table` lines by hand.
 //
@@ -80,12 +81,14 @@ type Gateway struct {
 	Metric int
 }
 
-// Rule is one wanted routing rule.
+// Rule is one wanted routing rule: it matches by source address, by the
+// interface a socket is bound to (SO_BINDTODEVICE), or by mark.
 type Rule struct {
 	Priority int
 	Table    int
 	V6       bool
-	Src      netip.Prefix // BySource; invalid otherwise
+	Src      netip.Prefix // BySource
+	Oif      string       // BySource
 	Mark     uint32       // ByMark
 }
 
@@ -99,11 +102,14 @@ type Route struct {
 }
 
 func (r Rule) String() string {
-	from := "from " + r.Src.String()
-	if !r.Src.IsValid() {
-		from = fmt.Sprintf("fwmark %#x", r.Mark)
+	sel := fmt.Sprintf("fwmark %#x", r.Mark)
+	switch {
+	case r.Src.IsValid():
+		sel = "from " + r.Src.String()
+	case r.Oif != "":
+		sel = "oif " + r.Oif
 	}
-	return fmt.Sprintf("%s lookup %d pref %d", from, r.Table, r.Priority)
+	return fmt.Sprintf("%s lookup %d pref %d", sel, r.Table, r.Priority)
 }
 
 func (r Route) String() string {
@@ -120,18 +126,19 @@ func (r Route) String() string {
 // when the view changes.
 func Plan(paths []Path, view View) (rules []Rule, routes []Route, notes []string) {
 	for _, p := range paths {
+		// The rules by mark and by bound interface need no address: they
+		// are in place before the interface is.
+		if p.Mode == ByMark {
+			rules = append(rules, Rule{Priority: p.Table, Table: p.Table, V6: p.V6, Mark: p.Fwmark})
+		} else {
+			rules = append(rules, Rule{Priority: p.Table, Table: p.Table, V6: p.V6, Oif: p.Device})
+		}
 		l, ok := view.Links[p.Device]
 		if !ok {
 			notes = append(notes, fmt.Sprintf("path %s: no interface %s yet", p.Name, p.Device))
-			if p.Mode == ByMark {
-				rules = append(rules, Rule{Priority: p.Table, Table: p.Table, V6: p.V6, Mark: p.Fwmark})
-			}
 			continue
 		}
-		switch p.Mode {
-		case ByMark:
-			rules = append(rules, Rule{Priority: p.Table, Table: p.Table, V6: p.V6, Mark: p.Fwmark})
-		default:
+		if p.Mode != ByMark {
 			for _, a := range l.Addrs {
 				if a.Addr().Is6() != p.V6 || a.Addr().IsLinkLocalUnicast() {
 					continue
@@ -197,7 +204,7 @@ func Diff[T comparable](want, have []T) (add, del []T) {
 
 func compareRule(a, b Rule) int {
 	return cmp.Or(cmp.Compare(a.Priority, b.Priority), cmp.Compare(a.Table, b.Table), boolCmp(a.V6, b.V6),
-		a.Src.Addr().Compare(b.Src.Addr()), cmp.Compare(a.Mark, b.Mark))
+		cmp.Compare(a.Oif, b.Oif), a.Src.Addr().Compare(b.Src.Addr()), cmp.Compare(a.Mark, b.Mark))
 }
 
 func compareRoute(a, b Route) int {

@@ -41,11 +41,15 @@ func TestPlanSourceRules(t *testing.T) {
 		t.Errorf("notes %v", notes)
 	}
 	wantRules := []Rule{
+		// The socket bound to the interface, and every address of the
+		// interface (the path binds one of them).
 		{Priority: 6511, Table: 6511, Src: pfx("192.0.2.2/32")},
+		{Priority: 6511, Table: 6511, Oif: "eth0"},
 		{Priority: 6512, Table: 6512, Src: pfx("100.64.7.9/32")},
-		// Every address of the interface: the path binds one of them.
+		{Priority: 6512, Table: 6512, Oif: "wwan0"},
 		{Priority: 6513, Table: 6513, Src: pfx("192.168.1.20/32")},
 		{Priority: 6513, Table: 6513, Src: pfx("192.168.1.21/32")},
+		{Priority: 6513, Table: 6513, Oif: "wlan0"},
 	}
 	if !slices.Equal(rules, wantRules) {
 		t.Errorf("rules\n got %v\nwant %v", rules, wantRules)
@@ -67,7 +71,7 @@ func TestPlanSourceRules(t *testing.T) {
 func TestPlanIPv6(t *testing.T) {
 	rules, routes, _ := Plan([]Path{{Name: "dsl6", Device: "eth0", V6: true, Mode: BySource, Table: 100}}, cpeView())
 	// No rule for the link-local address; IPv4 left alone.
-	want := []Rule{{Priority: 100, Table: 100, V6: true, Src: pfx("2001:db8:1::2/128")}}
+	want := []Rule{{Priority: 100, Table: 100, V6: true, Src: pfx("2001:db8:1::2/128")}, {Priority: 100, Table: 100, V6: true, Oif: "eth0"}}
 	if !slices.Equal(rules, want) {
 		t.Errorf("rules %v, want %v", rules, want)
 	}
@@ -116,8 +120,11 @@ func TestPlanNothingToCopy(t *testing.T) {
 	// gateway gets only its on-link prefix (never "default dev eth0",
 	// which would ARP for the whole Internet); a down point-to-point link
 	// gets nothing.
-	if len(rules) != 2 || rules[0].Src != pfx("192.0.2.2/32") || rules[1].Src != pfx("100.64.7.9/32") {
-		t.Errorf("rules %v", rules)
+	// (and the rules by bound interface, even for the missing one).
+	wantRules := []Rule{{Priority: 1, Table: 1, Src: pfx("192.0.2.2/32")}, {Priority: 1, Table: 1, Oif: "eth0"},
+		{Priority: 2, Table: 2, Src: pfx("100.64.7.9/32")}, {Priority: 2, Table: 2, Oif: "wwan0"}, {Priority: 3, Table: 3, Oif: "eth9"}}
+	if !slices.Equal(rules, wantRules) {
+		t.Errorf("rules %v, want %v", rules, wantRules)
 	}
 	if want := []Route{{Table: 1, Link: 2, Dst: pfx("192.0.2.0/24")}}; !slices.Equal(routes, want) {
 		t.Errorf("routes %v, want %v", routes, want)
@@ -135,7 +142,7 @@ func TestPlanSharedInterface(t *testing.T) {
 		{Name: "a", Device: "eth0", Mode: BySource, Table: 10},
 		{Name: "b", Device: "eth0", Mode: BySource, Table: 10},
 	}, cpeView())
-	if len(rules) != 1 || len(routes) != 2 {
+	if len(rules) != 2 || len(routes) != 2 {
 		t.Errorf("rules %v routes %v", rules, routes)
 	}
 }
