@@ -223,7 +223,7 @@ func linkBytes(t *testing.T, ctx context.Context, ns *netns.NS, dev string) uint
 // concentrator's address (NAT).
 func TestDeploymentGuide(t *testing.T) {
 	requireRoot(t)
-	requireTools(t, "dpkg", "nft", "iperf3", "tc", "unshare", "ping")
+	requireTools(t, "dpkg", "nft", "iperf3", "tc", "unshare", "ping", "curl")
 	for _, p := range []string{"mptun", "mptun-lab"} {
 		if v := installedVersion(t, p); v != "" {
 			t.Fatalf("package %s %s is already installed on this host; this test installs and purges it: `dpkg --purge mptun-lab mptun` first", p, v)
@@ -303,6 +303,11 @@ func TestDeploymentGuide(t *testing.T) {
 	must(t, control.Call(filepath.Join(cpe.dir, "run", "cpe.sock"), "status", nil, &st))
 	if len(st.Conns) != 1 || st.Conns[0].State != "open" || st.Conns[0].OpenPaths() != 2 {
 		t.Fatalf("CPE status: %+v", st.Conns)
+	}
+	var cst control.Status
+	must(t, control.Call(filepath.Join(conc.dir, "run", "concentrator.sock"), "status", nil, &cst))
+	if len(cst.Conns) != 1 || cst.Conns[0].State != "open" || cst.Conns[0].OpenPaths() != 2 {
+		t.Fatalf("concentrator status: %+v", cst.Conns)
 	}
 	dsl0, lte0 := linkBytes(t, ctx, cpe.ns, "dsl0"), linkBytes(t, ctx, cpe.ns, "lte0")
 	srv := inet.Command(ctx, "iperf3", "-s", "-1", "-J", "-p", "5201")

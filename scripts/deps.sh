@@ -3,7 +3,7 @@
 # (chromium: the status page's headless-browser test).
 # Idempotent; needs root. Go itself comes from /usr/local/go on our machines.
 set -euo pipefail
-pkgs=(iproute2 ethtool iperf3 tshark tcpdump mptcpize iputils-ping procps kmod systemd nftables conntrack chromium chromium-driver)
+pkgs=(iproute2 ethtool iperf3 tshark tcpdump mptcpize iputils-ping procps kmod systemd nftables conntrack curl chromium chromium-driver)
 missing=()
 for p in "${pkgs[@]}"; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
