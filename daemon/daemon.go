@@ -26,7 +26,6 @@ import (
 	"github.com/mptun/mptun/mpdccp"
 	"github.com/mptun/mptun/mpdccp/wire/pcapdccp"
 	"github.com/mptun/mptun/netio"
-	"github.com/mptun/mptun/policyroute"
 	"github.com/mptun/mptun/reorder"
 	"github.com/mptun/mptun/scheduler"
 	"github.com/mptun/mptun/statuspage"
@@ -56,7 +55,7 @@ type Daemon struct {
 	capFile    *capture.File
 	metricsSrv *metrics.HTTPServer
 	webSrv     *statuspage.Server
-	routes     *policyroute.Manager
+	routes     pathRouting
 
 	mu       sync.Mutex // guards reloadable settings
 	pathName map[int]string
@@ -192,7 +191,7 @@ func (d *Daemon) openSockets() (int, error) {
 // ctx is cancelled; then it closes connections gracefully.
 func (d *Daemon) Run(ctx context.Context, ready func()) error {
 	defer d.close()
-	if err := d.startRouting(); err != nil {
+	if err := d.routes.apply(d.cfg, d.log); err != nil {
 		return err
 	}
 	if d.cfg.Connection.Role == config.RoleClient {
@@ -227,7 +226,7 @@ func (d *Daemon) Run(ctx context.Context, ready func()) error {
 	if err := d.startMetrics(); err != nil {
 		return err
 	}
-	if err := d.startWeb(); err != nil {
+	if err := d.startWeb(d.cfg); err != nil {
 		return err
 	}
 	name, _ := d.dev.Name()
@@ -255,13 +254,7 @@ func (d *Daemon) close() {
 	if d.webSrv != nil {
 		d.webSrv.Close()
 	}
-	d.mu.Lock()
-	if d.routes != nil {
-		if err := d.routes.Close(); err != nil {
-			d.log.Warn("policy routing: cleanup", "err", err)
-		}
-	}
-	d.mu.Unlock()
+	d.routes.close(d.log)
 	for _, s := range d.sockets {
 		s.Close()
 	}

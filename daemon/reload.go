@@ -42,7 +42,7 @@ func (d *Daemon) Reload(cfg *config.Config) error {
 			}
 		}
 	}
-	if err := d.reloadRouting(cfg); err != nil {
+	if err := d.routes.apply(cfg, d.log); err != nil {
 		return err
 	}
 	d.mu.Lock()

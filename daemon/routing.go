@@ -3,6 +3,9 @@
 package daemon
 
 import (
+	"log/slog"
+	"sync"
+
 	"github.com/mptun/mptun/config"
 	"github.com/mptun/mptun/policyroute"
 )
@@ -28,38 +31,43 @@ func routingPaths(cfg *config.Config) []policyroute.Path {
 	return out
 }
 
-// startRouting installs the paths' rules and tables before the first
-// packet leaves, and keeps them following the interfaces.
-func (d *Daemon) startRouting() error {
-	paths := routingPaths(d.cfg)
+// pathRouting holds the policy routing manager: started before the first
+// packet leaves, changed by reloads, removed on exit. Its own lock keeps
+// it independent of how the rest of the daemon guards its settings.
+type pathRouting struct {
+	mu sync.Mutex
+	m  *policyroute.Manager // nil while no path asks for routing
+}
+
+// apply installs (or changes to) cfg's paths' rules and tables and keeps
+// them following the interfaces.
+func (r *pathRouting) apply(cfg *config.Config, log *slog.Logger) error {
+	paths := routingPaths(cfg)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.m != nil {
+		return r.m.SetPaths(paths)
+	}
 	if len(paths) == 0 {
 		return nil
 	}
-	m, err := policyroute.Start(paths, policyroute.Options{Log: d.log})
+	m, err := policyroute.Start(paths, policyroute.Options{Log: log})
 	if err != nil {
 		return err
 	}
-	d.mu.Lock()
-	d.routes = m
-	d.mu.Unlock()
+	r.m = m
 	return nil
 }
 
-// reloadRouting applies a reloaded config's paths' routing.
-func (d *Daemon) reloadRouting(cfg *config.Config) error {
-	paths := routingPaths(cfg)
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if d.routes != nil {
-		return d.routes.SetPaths(paths)
+// close removes every rule and route mptund installed.
+func (r *pathRouting) close(log *slog.Logger) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.m == nil {
+		return
 	}
-	if len(paths) == 0 {
-		return nil
+	if err := r.m.Close(); err != nil {
+		log.Warn("policy routing: cleanup", "err", err)
 	}
-	m, err := policyroute.Start(paths, policyroute.Options{Log: d.log})
-	if err != nil {
-		return err
-	}
-	d.routes = m
-	return nil
+	r.m = nil
 }
