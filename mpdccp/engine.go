@@ -117,7 +117,11 @@ type Transmit struct {
 	Path   int            // path id (-1 for replies outside any connection)
 	Local  int            // socket index to send from
 	Remote netip.AddrPort // destination
-	ECN    uint8
+	// Src is the source address the datagram must leave from: the address
+	// the peer sent to (a wildcard-bound socket on a multi-homed host must
+	// answer from it). Invalid or unspecified: the socket's own.
+	Src netip.Addr
+	ECN uint8
 }
 
 // EventKind classifies an Event.
@@ -132,11 +136,13 @@ const (
 	EventJoinFailed
 	EventPeerAddr // the peer advertised an address (MP_ADDADDR)
 	EventPeerRemoveAddr
-	EventPathRebind // the peer's address changed (NAT rebinding)
+	EventPathRebind  // the peer's address changed (NAT rebinding)
+	EventPathSuspect // no ack in time: data re-injected on other paths (suspect.go)
+	EventPathRecover // a suspected path answered probes again
 )
 
 var eventNames = [...]string{"", "conn-open", "conn-closed", "path-up", "path-down", "path-closed",
-	"join-failed", "peer-addaddr", "peer-removeaddr", "path-rebind"}
+	"join-failed", "peer-addaddr", "peer-removeaddr", "path-rebind", "path-suspect", "path-recover"}
 
 func (k EventKind) String() string {
 	if int(k) < len(eventNames) {
@@ -585,7 +591,7 @@ func (e *Endpoint) PollTransmit(now mono.Time, buf []byte) (Transmit, bool) {
 			if n, err := e.bld.Finish(nil); err == nil {
 				wire.SetChecksum(buf[:n], checksumAddr, checksumAddr)
 				e.stats.ResetsSent++
-				return e.sent(Transmit{N: n, Path: -1, Local: r.local, Remote: r.remote}), true
+				return e.sent(Transmit{N: n, Path: -1, Local: r.local, Remote: r.remote, Src: r.src}), true
 			}
 		}
 	}

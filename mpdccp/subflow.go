@@ -63,6 +63,7 @@ type subflow struct {
 	// for the reorderer (see dataSeq).
 	ndpRun     uint64
 	rtx        rtxRing // loss repair (Config.Retransmit)
+	sus        suspectState
 	rxData     bool
 	rxLastData uint64
 	rxDataSeq  uint64
@@ -187,7 +188,7 @@ func (sf *subflow) ackValid(ack uint64) bool {
 }
 
 func (sf *subflow) usable() bool {
-	return sf.state == sfOpen && !sf.failed && sf.prio > 0
+	return sf.state == sfOpen && !sf.failed && !sf.sus.on && sf.prio > 0
 }
 
 func (sf *subflow) ready(now mono.Time) bool {
@@ -483,7 +484,7 @@ func (c *Conn) build(now mono.Time, sf *subflow, buf []byte, ps *pktSpec) (Trans
 	if ps.typ == wire.TypeAck {
 		sf.stats.AcksOut++
 	}
-	t := Transmit{N: n, Path: sf.id, Local: sf.local, Remote: sf.remote}
+	t := Transmit{N: n, Path: sf.id, Local: sf.local, Remote: sf.remote, Src: sf.localAddr.Addr()}
 	if isData && c.ep.cfg.ECN {
 		t.ECN = 2 // ECT(0)
 	}

@@ -1,0 +1,275 @@
+// SPDX-License-Identifier: MIT
+
+package mpdccp
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/mptun/mptun/internal/mono"
+	"github.com/mptun/mptun/mpdccp/wire"
+)
+
+// Path suspicion and re-injection. A path that stops acknowledging goes
+// silent long before PathTimeout declares it failed; the data packets it
+// holds are then lost to the inner flows (a silent blackhole of one path
+// lost 156 probe packets in the demo). So a subflow is *suspected* as soon
+// as its oldest data packet not yet reported on by the peer is older than
+// SRTT + 4·RTTVAR (+ the peer's ack delay), or a probe of an idle path is
+// not answered that fast. A suspected subflow
+//   - carries no new data (usable is false),
+//   - has the data packets its loss-repair ring still holds sent again at
+//     once on the other paths (the receiver drops whichever copy comes
+//     second by MP_SEQ, as for redundant scheduling),
+//   - is probed every probeInterval with a Sync, and
+//   - is trusted again once recoverAnswers probes sent after the suspicion
+//     were acknowledged (hysteresis: one late ack of an old packet is not
+//     enough).
+// PathTimeout still declares it failed if nothing at all is heard.
+// Suspicion needs another usable path: with a single path there is nowhere
+// to re-inject, and the controller's own timeout does the rest.
+
+const (
+	// recoverAnswers is how many answered probes clear a suspicion.
+	recoverAnswers = 2
+	// suspectSlack covers the peer's ack delay and timer lateness.
+	suspectSlack = 2*ackDelay + 2*time.Millisecond
+	// minSuspect and maxSuspect bound the suspicion timeout.
+	minSuspect = 20 * time.Millisecond
+	maxSuspect = 2 * time.Second
+	// Probes of a suspected or failed path go every probeInterval, within
+	// these bounds: often enough that a path that comes back is in use
+	// again well within a second, seldom enough to cost nothing.
+	minProbeInterval = 50 * time.Millisecond
+	maxProbeInterval = 250 * time.Millisecond
+	// reinjectMaxAge: packets older than this are not sent again; the
+	// receiver has given up on them long ago.
+	reinjectMaxAge = time.Second
+)
+
+// suspectState is a subflow's suspicion and probing state.
+type suspectState struct {
+	on      bool
+	since   mono.Time
+	answers int
+	waitSeq uint64 // an ack of this sequence number answers the probe
+	waiting bool
+	// The last probe (Sync) and whether its answer is outstanding.
+	probeAt  mono.Time
+	probeNo  uint64
+	probeOut bool
+	// cursor is the rtx ring index from which the oldest entry not yet
+	// reported on is searched; it only moves forward (amortised O(1)).
+	cursor     uint64
+	count      uint64 // suspicions so far
+	reinjected uint64 // packets sent again on other paths
+}
+
+// suspectTimeout is how long a data packet or probe may go unanswered.
+func (sf *subflow) suspectTimeout() time.Duration {
+	st := sf.cc.State()
+	rtt, v := st.SRTT, st.RTTVar
+	if rtt <= 0 {
+		rtt, v = sf.hsRTT, sf.hsRTT/2
+	}
+	if rtt <= 0 {
+		return maxSuspect
+	}
+	return min(max(rtt+4*v+suspectSlack, minSuspect), maxSuspect)
+}
+
+// probeInterval is how often a suspected or failed path is probed.
+func (sf *subflow) probeInterval() time.Duration {
+	st := sf.cc.State()
+	r := st.SRTT
+	if r <= 0 {
+		r = sf.hsRTT
+	}
+	return min(max(2*r, minProbeInterval), maxProbeInterval)
+}
+
+// oldestUnreported is the send time of the oldest data packet held for
+// loss repair that the peer has not yet reported on (sequence number
+// above the greatest acknowledged).
+func (sf *subflow) oldestUnreported() (mono.Time, bool) {
+	r := &sf.rtx
+	if r.ents == nil {
+		return 0, false
+	}
+	s := &sf.sus
+	s.cursor = max(s.cursor, r.head)
+	for ; s.cursor != r.tail; s.cursor++ {
+		e := &r.ents[s.cursor%rtxRingSize]
+		if e.b != nil && seqLess(sf.gar, e.seq) {
+			return e.at, true
+		}
+	}
+	return 0, false
+}
+
+// otherUsable reports whether a path other than sf could carry data.
+func (c *Conn) otherUsable(sf *subflow) bool {
+	for _, x := range c.subflows {
+		if x != sf && x.usable() {
+			return true
+		}
+	}
+	return false
+}
+
+// suspectDeadline is when sf becomes suspect if nothing changes, or when a
+// suspected sf has a probe answer to count.
+func (c *Conn) suspectDeadline(sf *subflow) mono.Time {
+	s := &sf.sus
+	if s.on {
+		if s.waiting && !seqLess(sf.gar, s.waitSeq) {
+			return 0
+		}
+		return mono.Never
+	}
+	if s.probeOut && !seqLess(sf.gar, s.probeNo) {
+		return 0 // answered: clear probeOut
+	}
+	if sf.failed || !c.otherUsable(sf) {
+		return mono.Never
+	}
+	d := mono.Never
+	to := sf.suspectTimeout()
+	if at, ok := sf.oldestUnreported(); ok {
+		d = at.Add(to)
+	}
+	if s.probeOut {
+		d = mono.Min(d, s.probeAt.Add(to))
+	}
+	return d
+}
+
+// checkSuspect runs sf's suspicion and recovery rules at now.
+func (c *Conn) checkSuspect(now mono.Time, sf *subflow) {
+	s := &sf.sus
+	if s.on {
+		if s.waiting && !seqLess(sf.gar, s.waitSeq) {
+			s.waiting = false
+			s.answers++
+			if s.answers >= recoverAnswers && !sf.failed {
+				c.trustPath(now, sf)
+			}
+		}
+		return
+	}
+	if s.probeOut && !seqLess(sf.gar, s.probeNo) {
+		s.probeOut = false
+	}
+	if sf.failed {
+		return
+	}
+	to := sf.suspectTimeout()
+	reason := ""
+	if at, ok := sf.oldestUnreported(); ok && now.Sub(at) >= to {
+		reason = fmt.Sprintf("no ack for %v", now.Sub(at).Round(time.Millisecond))
+	} else if s.probeOut && now.Sub(s.probeAt) >= to {
+		reason = fmt.Sprintf("probe unanswered for %v", now.Sub(s.probeAt).Round(time.Millisecond))
+	}
+	if reason != "" && c.otherUsable(sf) {
+		c.suspectPath(now, sf, reason)
+	}
+}
+
+// suspectPath stops sending data on sf and sends what it holds again on
+// the other paths.
+func (c *Conn) suspectPath(now mono.Time, sf *subflow, reason string) {
+	s := &sf.sus
+	if s.on {
+		return
+	}
+	s.on, s.since, s.answers, s.waiting, s.probeOut = true, now, 0, false, false
+	s.count++
+	n := c.reinject(now, sf)
+	s.reinjected += uint64(n)
+	c.holdUntil = 0
+	// Probe at once: a path that was only slow answers quickly.
+	sf.lastProbe = 0
+	c.ep.emit(Event{Kind: EventPathSuspect, Conn: c, Path: sf.id, Remote: sf.remote,
+		Reason: fmt.Sprintf("%s; %d packets re-injected", reason, n)})
+}
+
+// trustPath ends sf's suspicion.
+func (c *Conn) trustPath(now mono.Time, sf *subflow) {
+	s := &sf.sus
+	s.on, s.waiting, s.probeOut = false, false, false
+	c.holdUntil = 0
+	c.ep.emit(Event{Kind: EventPathRecover, Conn: c, Path: sf.id, Remote: sf.remote,
+		Reason: fmt.Sprintf("%d probes answered after %v", s.answers, now.Sub(s.since).Round(time.Millisecond))})
+}
+
+// reinject moves every data packet sf's loss-repair ring holds to the
+// repair queue, oldest first; pollRepair sends them on the fastest usable
+// path. It returns how many.
+func (c *Conn) reinject(now mono.Time, sf *subflow) int {
+	r := &sf.rtx
+	n := 0
+	for i := r.head; i != r.tail; i++ {
+		e := &r.ents[i%rtxRingSize]
+		if e.b == nil {
+			continue
+		}
+		if now.Sub(e.at) < reinjectMaxAge && len(c.rtxQ) < rtxRingSize {
+			c.rtxQ = append(c.rtxQ, rtxItem{mpSeq: e.mpSeq, b: e.b, n: e.n})
+			*e = rtxEntry{}
+			n++
+			continue
+		}
+		c.rtxRelease(e)
+	}
+	r.head = r.tail
+	return n
+}
+
+// probeDue is when sf should next be probed: an idle path after KeepAlive
+// without hearing from it, a suspected or failed one every probeInterval.
+func (c *Conn) probeDue(sf *subflow) mono.Time {
+	if sf.state != sfOpen {
+		return mono.Never
+	}
+	if sf.sus.on || sf.failed {
+		return sf.lastProbe.Add(sf.probeInterval())
+	}
+	return mono.Max(sf.lastHeard, sf.lastProbe).Add(c.keepAlive())
+}
+
+// pollProbe sends sf's probe (a Sync: the peer answers with a SyncAck at
+// once) when it is due.
+func (c *Conn) pollProbe(now mono.Time, sf *subflow, buf []byte) (Transmit, bool) {
+	if c.probeDue(sf) > now {
+		return Transmit{}, false
+	}
+	sf.lastProbe = now
+	sf.stats.SyncsOut++
+	t, ok := c.build(now, sf, buf, &pktSpec{typ: wire.TypeSync, ackNo: sf.gsr, hasAckNo: true})
+	if !ok {
+		return t, false
+	}
+	s := &sf.sus
+	s.probeNo, s.probeAt, s.probeOut = sf.gss, now, true
+	if s.on && !s.waiting {
+		s.waitSeq, s.waiting = sf.gss, true
+	}
+	return t, true
+}
+
+// SuspectPath suspects path id at once (the path manager knows its
+// interface went down): its data goes again on the other paths, and it is
+// used again once probes are answered.
+func (c *Conn) SuspectPath(now mono.Time, id int, reason string) error {
+	c.touch()
+	sf := c.pathByID(id)
+	if sf == nil || sf.state == sfClosed {
+		return fmt.Errorf("mpdccp: SuspectPath: no path %d", id)
+	}
+	if sf.state != sfOpen {
+		return errors.New("mpdccp: SuspectPath: path not open")
+	}
+	c.suspectPath(now, sf, reason)
+	return nil
+}
