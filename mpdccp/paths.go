@@ -39,6 +39,14 @@ type PathInfo struct {
 	MinRTT     time.Duration
 	Sent, Lost uint64 // packets (congestion controller counters)
 	LastHeard  mono.Time
+	// ProbeRTT is the round trip of the last answered probe (a Sync),
+	// taken at ProbeAt: an RTT for a path that carries no data.
+	ProbeRTT time.Duration
+	ProbeAt  mono.Time
+	// OutOfWindow counts the peer's packets dropped as outside the
+	// sequence window: growing on a failed path, it means the two ends
+	// lost sync during an outage (a new join is the way back).
+	OutOfWindow uint64
 }
 
 // PathInfos appends a snapshot of the connection's subflows to dst
@@ -53,7 +61,8 @@ func (c *Conn) PathInfos(dst []PathInfo) []PathInfo {
 			Failed: sf.failed, Suspect: sf.sus.on, Join: sf.join, AddrID: sf.addrID, PeerAddrID: sf.peerAddrID,
 			Local: sf.local, LocalAddr: sf.localAddr, Remote: sf.remote, Prio: sf.prio,
 			SRTT: st.SRTT, RTTVar: st.RTTVar, MinRTT: st.MinRTT, Sent: st.PacketsSent, Lost: st.PacketsLost,
-			LastHeard: sf.lastHeard})
+			LastHeard: sf.lastHeard, ProbeRTT: sf.sus.probeRTT, ProbeAt: sf.sus.probeAnswered,
+			OutOfWindow: sf.stats.OutOfWindow})
 	}
 	return dst
 }

@@ -40,9 +40,17 @@ const (
 	maxSuspect = 2 * time.Second
 	// Probes of a suspected or failed path go every probeInterval, within
 	// these bounds: often enough that a path that comes back is in use
-	// again well within a second, seldom enough to cost nothing.
-	minProbeInterval = 50 * time.Millisecond
-	maxProbeInterval = 250 * time.Millisecond
+	// again well within a second, seldom enough to cost nothing. Every
+	// probe consumes a sequence number, and after an outage the peer
+	// accepts our packets only if we sent fewer than its Sequence Window
+	// (at least 100) meanwhile: so probes slow down the longer the path
+	// stays failed (about 70 probes in a 20 s outage). A path manager
+	// joins again when the peer's packets arrive out of window anyway.
+	minProbeInterval  = 100 * time.Millisecond
+	maxProbeInterval  = 250 * time.Millisecond
+	slowProbeAfter    = 10 * time.Second
+	slowProbeInterval = 500 * time.Millisecond
+	idleProbeAfter    = time.Minute
 	// reinjectMaxAge: packets older than this are not sent again; the
 	// receiver has given up on them long ago.
 	reinjectMaxAge = time.Second
@@ -64,6 +72,10 @@ type suspectState struct {
 	cursor     uint64
 	count      uint64 // suspicions so far
 	reinjected uint64 // packets sent again on other paths
+	// probeRTT is the round trip of the last answered probe, measured
+	// when probeAnswered; it gives an idle (standby) path an RTT.
+	probeRTT      time.Duration
+	probeAnswered mono.Time
 }
 
 // suspectTimeout is how long a data packet or probe may go unanswered.
@@ -122,14 +134,14 @@ func (c *Conn) otherUsable(sf *subflow) bool {
 // suspected sf has a probe answer to count.
 func (c *Conn) suspectDeadline(sf *subflow) mono.Time {
 	s := &sf.sus
+	if s.probeOut && !seqLess(sf.gar, s.probeNo) {
+		return 0 // answered: take the RTT sample
+	}
 	if s.on {
 		if s.waiting && !seqLess(sf.gar, s.waitSeq) {
 			return 0
 		}
 		return mono.Never
-	}
-	if s.probeOut && !seqLess(sf.gar, s.probeNo) {
-		return 0 // answered: clear probeOut
 	}
 	if sf.failed || !c.otherUsable(sf) {
 		return mono.Never
@@ -148,6 +160,10 @@ func (c *Conn) suspectDeadline(sf *subflow) mono.Time {
 // checkSuspect runs sf's suspicion and recovery rules at now.
 func (c *Conn) checkSuspect(now mono.Time, sf *subflow) {
 	s := &sf.sus
+	if s.probeOut && !seqLess(sf.gar, s.probeNo) {
+		s.probeOut = false
+		s.probeRTT, s.probeAnswered = now.Sub(s.probeAt), now
+	}
 	if s.on {
 		if s.waiting && !seqLess(sf.gar, s.waitSeq) {
 			s.waiting = false
@@ -157,9 +173,6 @@ func (c *Conn) checkSuspect(now mono.Time, sf *subflow) {
 			}
 		}
 		return
-	}
-	if s.probeOut && !seqLess(sf.gar, s.probeNo) {
-		s.probeOut = false
 	}
 	if sf.failed {
 		return
@@ -232,10 +245,20 @@ func (c *Conn) probeDue(sf *subflow) mono.Time {
 	if sf.state != sfOpen {
 		return mono.Never
 	}
-	if sf.sus.on || sf.failed {
-		return sf.lastProbe.Add(sf.probeInterval())
+	s := &sf.sus
+	if s.on && s.answers > 0 && !s.waiting {
+		return 0 // answered once: ask again at once
 	}
-	return mono.Max(sf.lastHeard, sf.lastProbe).Add(c.keepAlive())
+	if !s.on && !sf.failed {
+		return mono.Max(sf.lastHeard, sf.lastProbe).Add(c.keepAlive())
+	}
+	iv := sf.probeInterval()
+	if silent := sf.lastProbe.Sub(sf.lastHeard); silent >= idleProbeAfter {
+		iv = max(iv, c.keepAlive())
+	} else if silent >= slowProbeAfter {
+		iv = max(iv, slowProbeInterval)
+	}
+	return sf.lastProbe.Add(iv)
 }
 
 // pollProbe sends sf's probe (a Sync: the peer answers with a SyncAck at
@@ -271,5 +294,17 @@ func (c *Conn) SuspectPath(now mono.Time, id int, reason string) error {
 		return errors.New("mpdccp: SuspectPath: path not open")
 	}
 	c.suspectPath(now, sf, reason)
+	return nil
+}
+
+// ProbePath probes path id at once (the path manager saw its interface
+// or route come back).
+func (c *Conn) ProbePath(now mono.Time, id int) error {
+	c.touch()
+	sf := c.pathByID(id)
+	if sf == nil || sf.state != sfOpen {
+		return fmt.Errorf("mpdccp: ProbePath: no open path %d", id)
+	}
+	sf.lastProbe = 0
 	return nil
 }
