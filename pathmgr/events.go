@@ -15,15 +15,15 @@ type EventKind uint8
 const (
 	EventConnOpen EventKind = iota + 1
 	EventConnClosed
-	EventDial       // a connection attempt started
-	EventPathUp     // a subflow opened, or was heard from again
-	EventPathDown   // nothing heard for the path timeout
+	EventDial     // a connection attempt started
+	EventPathUp   // a subflow opened, or was heard from again
+	EventPathDown // nothing heard for the path timeout
 	EventPathSuspect
 	EventPathRecover
 	EventPathClosed
 	EventJoin // a join attempt started
 	EventJoinFailed
-	EventRebind    // the path's socket was bound again (its address changed)
+	EventRebind     // the path's socket was bound again (its address changed)
 	EventPeerRebind // the peer's address changed (NAT rebinding)
 	EventLinkDown
 	EventLinkUp
