@@ -153,3 +153,6 @@ func (c *Conn) SchedulerName() string { return c.sched.Name() }
 
 // ReordererName names the connection's reorderer.
 func (c *Conn) ReordererName() string { return c.reo.Name() }
+
+// DefaultPrio is a path's MP_PRIO unless set otherwise (primary).
+const DefaultPrio = 3

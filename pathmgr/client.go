@@ -420,6 +420,10 @@ func (m *Manager) pathEvent(now mono.Time, p *path, connID uint32, ev mpdccp.Eve
 		if p != nil {
 			p.join.on, p.fails, p.failedSince = false, 0, 0
 			p.joinBack.reset()
+			if prio := m.desiredPrio(p); prio != mpdccp.DefaultPrio {
+				// MP_JOIN carries no priority: tell the peer now.
+				_ = m.conn.SetPrio(now, p.id, prio)
+			}
 		}
 		m.emit(now, EventPathUp, connID, ev.Path, ev.Remote, "%s", ev.Reason)
 	case mpdccp.EventPathDown:

@@ -3,9 +3,13 @@
 package pathmgr
 
 import (
+	"fmt"
 	"net/netip"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/mptun/mptun/internal/netsim"
 
 	"github.com/mptun/mptun/mpdccp"
 )
@@ -347,4 +351,281 @@ func TestFailoverToAdvertisedAddress(t *testing.T) {
 		t.Fatalf("paths on the advertised address %v after the first became unreachable:\n%s", at.Sub(lost), w.eventLog(0))
 	}
 	t.Logf("both paths on the advertised address %v after the first became unreachable", at.Sub(lost))
+}
+
+// Runtime changes on a concentrator reach the open connections and the
+// ones opened afterwards, with loss repair intact: the reorderer keeps
+// holding gaps for the repair.
+func TestSettingsReachFutureConnections(t *testing.T) {
+	lossy := netsim.LinkConfig{Rate: 20e6, Delay: 10 * time.Millisecond, Queue: 128 * 1024, Loss: 0.02}
+	w := newWorld(t, worldConfig{seed: 9, ifs: []string{"dsl0", "lte0"}, link: lossy, cli: clientConfig(twoPaths()),
+		srvM: Config{Settings: repairSettings()}, eng: repairEngine()})
+	w.start()
+	if w.until(5*time.Second, w.allOpen(2)) == 0 {
+		t.Fatalf("paths not open:\n%s", w.eventLog(0))
+	}
+	now := w.sim.Now()
+	if err := w.srvMgr.Set(now, Request{Reorderer: "fixed", Hold: 150 * time.Millisecond, Scheduler: "srtt"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.srvMgr.Set(now, Request{Reorderer: "nosuch"}); err == nil || !strings.Contains(err.Error(), "nosuch") {
+		t.Errorf("unknown reorderer: %v", err)
+	}
+	if s := w.srvMgr.Settings(); s.Reorderer != "fixed" || s.Scheduler != "srtt" {
+		t.Errorf("a refused change changed the settings: %+v", s)
+	}
+	old := w.srv.Conns()[0]
+	if old.ReordererName() != "fixed" || old.SchedulerName() != "srtt" {
+		t.Errorf("open connection runs %s/%s", old.SchedulerName(), old.ReordererName())
+	}
+	// The CPE reconnects: a new connection on the concentrator.
+	w.cliMgr.connLost(w.sim.Now(), "test")
+	w.service(0)
+	if w.until(5*time.Second, func() bool {
+		c, _ := w.openPaths()
+		return c == 2 && len(w.srv.Conns()) == 1 && w.srv.Conns()[0] != old
+	}) == 0 {
+		t.Fatalf("no new connection:\n%s", w.eventLog(0))
+	}
+	nc := w.srv.Conns()[0]
+	if nc.ReordererName() != "fixed" || nc.SchedulerName() != "srtt" {
+		t.Errorf("new connection runs %s/%s, want srtt/fixed", nc.SchedulerName(), nc.ReordererName())
+	}
+	es := w.srv.Settings()
+	if !es.Reorder.HoldGaps || !es.Reorder.NoEarlyLoss || es.Reorder.MaxHold != 150*time.Millisecond || !es.Retransmit {
+		t.Errorf("engine defaults lost repair: %+v", es)
+	}
+	// Repair works on the new connection: every packet the lossy path
+	// dropped arrives (server → CPE).
+	tr := w.sendTraffic(1, 1000, 10*time.Second)
+	w.run(12 * time.Second)
+	lost := 0
+	for i := range tr.next {
+		if w.delivered[0][i] == 0 {
+			lost++
+		}
+	}
+	st := nc.Stats()
+	rep := st.Repaired
+	t.Logf("%d of %d lost, %d repaired; paths %v %v/%v %v %v/%v", lost, tr.next, rep, st.Paths[0].Remote, st.Paths[0].DataOut, st.Paths[0].CC.PacketsLost, st.Paths[1].Remote, st.Paths[1].DataOut, st.Paths[1].CC.PacketsLost)
+	if rep < 50 || lost > int(rep)/10+5 {
+		t.Errorf("%d of %d lost with %d repaired", lost, tr.next, rep)
+	}
+}
+
+// A priority set at runtime sticks to the path across a reconnection.
+func TestPrioSticks(t *testing.T) {
+	w := newTwoPathWorld(t, 10)
+	if w.until(5*time.Second, w.allOpen(2)) == 0 {
+		t.Fatalf("paths not open:\n%s", w.eventLog(0))
+	}
+	one := uint8(1)
+	if err := w.cliMgr.Set(w.sim.Now(), Request{Path: "lte", Prio: &one}); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.cliMgr.Set(w.sim.Now(), Request{Path: "wifi", Prio: &one}); err == nil {
+		t.Error("unknown path accepted")
+	}
+	w.run(time.Second)
+	prio := func() (uint8, uint8) {
+		var cli, srv uint8
+		for _, in := range w.cliMgr.Conn().PathInfos(nil) {
+			if in.ID == 1 {
+				cli = in.Prio
+			}
+		}
+		for _, in := range w.srv.Conns()[0].PathInfos(nil) {
+			if in.Remote.Addr() == ifAddr(1) {
+				srv = in.Prio
+			}
+		}
+		return cli, srv
+	}
+	if c, s := prio(); c != 1 || s != 1 {
+		t.Errorf("lte prio %d at the CPE, %d at the concentrator", c, s)
+	}
+	w.cliMgr.connLost(w.sim.Now(), "test")
+	w.service(0)
+	w.until(5*time.Second, w.allOpen(2))
+	w.run(time.Second)
+	if c, s := prio(); c != 1 || s != 1 {
+		t.Errorf("after reconnecting: lte prio %d at the CPE, %d at the concentrator", c, s)
+	}
+}
+
+// Active-backup sends on the preferred path only; when it fails the
+// backup carries the traffic at once, and traffic returns to the
+// preferred path after it has been healthy for the hold time.
+func TestActiveBackup(t *testing.T) {
+	set := repairSettings()
+	set.Mode = ModeActiveBackup
+	set.Switch.Hold = 2 * time.Second
+	cfg := clientConfig(twoPaths())
+	cfg.Settings = set
+	w := newWorld(t, worldConfig{seed: 11, ifs: []string{"dsl0", "lte0"}, cli: cfg, srvM: Config{Settings: repairSettings()}, eng: repairEngine()})
+	w.start()
+	if w.until(5*time.Second, w.allOpen(2)) == 0 {
+		t.Fatalf("paths not open:\n%s", w.eventLog(0))
+	}
+	tr := w.sendTraffic(0, 1000, time.Minute)
+	dm := &dataMeter{w: w}
+	w.run(2 * time.Second)
+	dm.carrying()
+	w.run(2 * time.Second)
+	if got := dm.carrying(); !got["dsl"] || got["lte"] {
+		t.Errorf("carrying %v, want dsl only", got)
+	}
+	w.ifs["dsl0"].blackhole = true
+	w.run(2 * time.Second)
+	dm.carrying()
+	w.run(2 * time.Second)
+	if got := dm.carrying(); got["dsl"] || !got["lte"] {
+		t.Errorf("with dsl dead carrying %v, want lte only:\n%s", got, w.eventLog(0))
+	}
+	w.ifs["dsl0"].blackhole = false
+	back := w.sim.Now()
+	w.run(time.Second)
+	if got := dm.carrying(); !got["lte"] {
+		t.Errorf("moved back before the hold time: carrying %v", got)
+	}
+	at := w.until(10*time.Second, func() bool { g := dm.carrying(); return g["dsl"] && !g["lte"] })
+	if at == 0 || at.Sub(back) > 5*time.Second {
+		t.Errorf("back on dsl %v after it returned:\n%s", at.Sub(back), w.eventLog(0))
+	}
+	w.run(tr.stop.Sub(w.sim.Now()) + 2*time.Second)
+	lost := 0
+	for i := range tr.next {
+		if w.delivered[1][i] == 0 {
+			lost++
+		}
+	}
+	if lost != 0 {
+		var at []string
+		for i := range tr.next {
+			if w.delivered[1][i] == 0 && len(at) < 20 {
+				at = append(at, fmt.Sprintf("%d@%.3fs", i, time.Duration(tr.sent[i]).Seconds()))
+			}
+		}
+		t.Errorf("%d of %d lost: %v\n%s", lost, tr.next, at, w.eventLog(0))
+	}
+	if w.count(0, EventModeSwitch) < 3 {
+		t.Errorf("mode switches:\n%s", w.eventLog(0))
+	}
+}
+
+// Switch mode (WiFi/LTE): the preferred path's RTT rises above the high
+// threshold, traffic moves to the other path; it moves back only after
+// the RTT fell below the low threshold for the hold time.
+func TestSwitchMode(t *testing.T) {
+	set := repairSettings()
+	set.Mode = ModeSwitch
+	set.Switch = SwitchConfig{RTTHigh: 80 * time.Millisecond, RTTLow: 50 * time.Millisecond, LossHigh: 0.05, Hold: 2 * time.Second}
+	paths := twoPaths()
+	paths[0].Name, paths[1].Name = "wifi", "lte"
+	paths[0].Prio, paths[1].Prio = 4, 3
+	cfg := clientConfig(paths)
+	cfg.Settings = set
+	links := map[string]netsim.LinkConfig{
+		"dsl0": {Rate: 10e6, Delay: 5 * time.Millisecond, Queue: 64 * 1024},
+		"lte0": {Rate: 10e6, Delay: 25 * time.Millisecond, Queue: 64 * 1024},
+	}
+	w := newWorld(t, worldConfig{seed: 12, ifs: []string{"dsl0", "lte0"}, links: links, cli: cfg, srvM: Config{Settings: repairSettings()}, eng: repairEngine()})
+	w.start()
+	if w.until(5*time.Second, w.allOpen(2)) == 0 {
+		t.Fatalf("paths not open:\n%s", w.eventLog(0))
+	}
+	w.sendTraffic(0, 500, 2*time.Minute)
+	dm := &dataMeter{w: w}
+	w.run(3 * time.Second)
+	dm.carrying()
+	w.run(time.Second)
+	if got := dm.carrying(); !got["wifi"] || got["lte"] {
+		t.Errorf("carrying %v, want wifi only", got)
+	}
+	setDelay := func(name string, d time.Duration) {
+		f := w.ifs[name]
+		for _, l := range []*netsim.Link{f.upLink, f.downLink} {
+			lc := l.Config()
+			lc.Delay = d
+			l.SetConfig(lc)
+		}
+	}
+	setDelay("dsl0", 60*time.Millisecond) // wifi RTT 120 ms
+	slow := w.sim.Now()
+	at := w.until(10*time.Second, func() bool { g := dm.carrying(); return g["lte"] && !g["wifi"] })
+	if at == 0 || at.Sub(slow) > 3*time.Second {
+		t.Fatalf("on lte %v after wifi's RTT rose:\n%s", at.Sub(slow), w.eventLog(0))
+	}
+	// 70 ms RTT: below high, above low: stays on lte (hysteresis).
+	setDelay("dsl0", 35*time.Millisecond)
+	w.run(8 * time.Second)
+	if g := dm.carrying(); !g["lte"] || g["wifi"] {
+		t.Errorf("between the thresholds carrying %v, want lte", g)
+	}
+	setDelay("dsl0", 5*time.Millisecond)
+	good := w.sim.Now()
+	at = w.until(15*time.Second, func() bool { g := dm.carrying(); return g["wifi"] && !g["lte"] })
+	if at == 0 || at.Sub(good) < 2*time.Second {
+		t.Errorf("back on wifi %v after its RTT recovered (hold 2 s):\n%s", at.Sub(good), w.eventLog(0))
+	}
+	t.Logf("switched to lte %v after wifi slowed; back %v after it recovered", at.Sub(slow), at.Sub(good))
+}
+
+// A path flapping every 2 s for 5 minutes: the connection survives, no
+// state grows on either end, and the path is in use between flaps.
+func TestFlappingPath(t *testing.T) {
+	w := newTwoPathWorld(t, 13)
+	if w.until(5*time.Second, w.allOpen(2)) == 0 {
+		t.Fatalf("paths not open:\n%s", w.eventLog(0))
+	}
+	conn := w.cliMgr.Conn()
+	tr := w.sendTraffic(0, 500, 5*time.Minute+10*time.Second)
+	dm := &dataMeter{w: w}
+	usedWhileUp := 0
+	flaps := 0
+	maxCli, maxSrv, maxID := 0, 0, 0
+	for end := w.sim.Now().Add(5 * time.Minute); w.sim.Now() < end; flaps++ {
+		w.run(2 * time.Second)
+		if dm.carrying()["lte"] {
+			usedWhileUp++
+		}
+		up := flaps%2 == 1
+		w.ifs["lte0"].up = up
+		w.cliMgr.HandleLink(w.sim.Now(), LinkEvent{Name: "lte0", Up: up})
+		w.service(0)
+		maxCli = max(maxCli, len(w.cliMgr.Conn().PathInfos(nil)))
+		if cs := w.srv.Conns(); len(cs) == 1 {
+			for _, in := range cs[0].PathInfos(nil) {
+				maxID = max(maxID, in.ID)
+			}
+			maxSrv = max(maxSrv, len(cs[0].PathInfos(nil)))
+		}
+	}
+	w.ifs["lte0"].up = true
+	w.cliMgr.HandleLink(w.sim.Now(), LinkEvent{Name: "lte0", Up: true})
+	w.service(0)
+	w.run(15 * time.Second)
+	lost := 0
+	for i := range tr.next {
+		if w.delivered[1][i] == 0 {
+			lost++
+		}
+	}
+	t.Logf("%d flaps: lte used in %d of %d up periods; at most %d/%d subflows (CPE/concentrator), concentrator path id ≤ %d; %d of %d lost",
+		flaps, usedWhileUp, flaps/2, maxCli, maxSrv, maxID, lost, tr.next)
+	if w.cliMgr.Conn() != conn {
+		t.Error("the connection did not survive")
+	}
+	if maxCli > 3 || maxSrv > 3 || maxID > 4 {
+		t.Errorf("state grew: %d subflows at the CPE, %d at the concentrator, path id %d", maxCli, maxSrv, maxID)
+	}
+	if usedWhileUp < flaps/2-2 {
+		t.Errorf("lte used in only %d of %d up periods:\n%s", usedWhileUp, flaps/2, w.eventLog(0))
+	}
+	if c, s := w.openPaths(); c != 2 || s != 2 {
+		t.Errorf("after flapping %d/%d paths open", c, s)
+	}
+	if lost != 0 {
+		t.Errorf("%d lost", lost)
+	}
 }
