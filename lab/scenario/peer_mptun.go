@@ -40,8 +40,9 @@ type MptunPeer struct {
 	// "server") before the daemons start.
 	Extra func(side string, cfg *strings.Builder)
 
-	procs []*proc
-	echo  net.PacketConn
+	procs  []*proc // server, client
+	server serverProc
+	echo   net.PacketConn
 
 	// The sampler polls both daemons' status during the run.
 	stopSampling chan struct{}
@@ -126,7 +127,10 @@ func (m *MptunPeer) clientConfig(run *PeerRun) string {
 	fmt.Fprintf(&b, "[connection]\nrole = \"client\"\n")
 	connSettings(&b, t)
 	for _, p := range run.Testbed.Paths {
-		fmt.Fprintf(&b, "\n[[path]]\nname = %q\nlocal = \"%s\"\ndevice = %q\nremote = \"%s:6511\"\n", p.Spec.Name, p.CliAddr, p.Dev, p.SrvAddr)
+		fmt.Fprintf(&b, "\n[[path]]\nname = %q\ndevice = %q\nremote = \"%s:6511\"\n", p.Spec.Name, p.Dev, remoteOf(run, p))
+		if !t.DeviceOnly { // else the path follows the device's address
+			fmt.Fprintf(&b, "local = \"%s\"\n", p.CliAddr)
+		}
 	}
 	fmt.Fprintf(&b, "\n[control]\nsocket = %q\n", controlSocket(run, "client"))
 	fmt.Fprintf(&b, "\n[log]\nlevel = \"info\"\n")
@@ -155,7 +159,7 @@ func (m *MptunPeer) serverConfig(run *PeerRun) string {
 func connSettings(b *strings.Builder, t TunnelConf) {
 	for _, kv := range [...]struct{ key, val string }{
 		{"scheduler", t.Scheduler}, {"reorderer", t.Reorderer}, {"ccid", t.CCID},
-		{"aqm_target", t.AQMTarget}, {"reorder_max_hold", t.ReorderMaxHold},
+		{"aqm_target", t.AQMTarget}, {"reorder_max_hold", t.ReorderMaxHold}, {"mode", t.Mode},
 	} {
 		if kv.val != "" {
 			fmt.Fprintf(b, "%s = %q\n", kv.key, kv.val)
@@ -218,6 +222,9 @@ func (m *MptunPeer) Setup(ctx context.Context, run *PeerRun) (Endpoint, error) {
 			return Endpoint{}, err
 		}
 		m.procs = append(m.procs, p)
+		if s.name == "server" {
+			m.server = serverProc{ns: s.ns, bin: bin, file: file, dir: run.Dir}
+		}
 	}
 	m.echo, err = udpEcho(tb.Srv, tunnelServer+":7")
 	for i := 0; err != nil && i < 50; i++ { // the server's TUN address appears shortly after start

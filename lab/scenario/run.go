@@ -63,7 +63,10 @@ func RunWith(ctx context.Context, file, outDir string, opt Options) (*report.Res
 	if opt.Scale > 0 && opt.Scale != 1 {
 		sc.Duration = Duration(float64(sc.Duration) * opt.Scale)
 		for i := range sc.Events {
-			sc.Events[i].At = Duration(float64(sc.Events[i].At) * opt.Scale)
+			e := &sc.Events[i]
+			e.At = Duration(float64(e.At) * opt.Scale)
+			e.Every = Duration(float64(e.Every) * opt.Scale)
+			e.Until = Duration(float64(e.Until) * opt.Scale)
 		}
 	}
 	if opt.Duration > 0 && opt.Duration < sc.Duration.D() {
@@ -76,6 +79,7 @@ func RunWith(ctx context.Context, file, outDir string, opt Options) (*report.Res
 		}
 		sc.Events = keep
 	}
+	sc.Events = expandEvents(sc.Events, sc.Duration)
 	if len(opt.Peers) > 0 {
 		sc.Peers = opt.Peers
 	}
@@ -227,7 +231,7 @@ func runPeer(ctx context.Context, sc *Scenario, peer, outDir string, out io.Writ
 				return
 			case <-time.After(env.Start.Add(e.At.D()).Sub(mono.Now())):
 			}
-			err := applyEvent(rctx, tb, sc, e, func(i int, up bool) { mu.Lock(); carrier[i] = up; mu.Unlock() })
+			err := applyEvent(rctx, tb, sc, pr, e, func(i int, up bool) { mu.Lock(); carrier[i] = up; mu.Unlock() })
 			ev := report.Event{AtS: mono.Now().Sub(env.Start).Seconds(), Path: e.Path, Action: e.Action}
 			if err != nil {
 				ev.Error = err.Error()
@@ -327,7 +331,7 @@ func runPeer(ctx context.Context, sc *Scenario, peer, outDir string, out io.Writ
 
 	if bulk != nil {
 		b := sc.Traffic.Bulk
-		run.Bulk = &report.BulkSummary{CC: defaultCC(b.CC), Direction: dirName(b.Direction), Bytes: bulk.Bytes, GoodputMbps: bulk.GoodputMbps, Retrans: bulk.Retrans, DSACKs: bulk.DSACKs}
+		run.Bulk = &report.BulkSummary{CC: defaultCC(b.CC), Direction: dirName(b.Direction), Bytes: bulk.Bytes, GoodputMbps: bulk.GoodputMbps, Retrans: bulk.Retrans, DSACKs: bulk.DSACKs, RTOs: bulk.Timeouts}
 		if bulkErr != nil {
 			run.Bulk.Error = bulkErr.Error()
 			run.Error = "bulk: " + bulkErr.Error()
@@ -448,7 +452,10 @@ func checks(run *report.Run) []report.Check {
 }
 
 // applyEvent changes a path as the event says.
-func applyEvent(ctx context.Context, tb *topo.Testbed, sc *Scenario, e EventConf, setCarrier func(int, bool)) error {
+func applyEvent(ctx context.Context, tb *topo.Testbed, sc *Scenario, pr PeerRunner, e EventConf, setCarrier func(int, bool)) error {
+	if e.Action == "restart_server" {
+		return restartServer(ctx, pr, e)
+	}
 	i := sc.PathIndex(e.Path)
 	l := tb.Paths[i].Link
 	dirs := []emu.Dir{emu.AB, emu.BA}
@@ -474,6 +481,8 @@ func applyEvent(ctx context.Context, tb *topo.Testbed, sc *Scenario, e EventConf
 		up := e.Action == "link_up"
 		setCarrier(i, up)
 		return tb.SetCarrier(ctx, i, up)
+	case "readdress":
+		return readdress(ctx, tb, i, e)
 	case "set":
 		return update(func(c *emu.Config) {
 			if e.Rate > 0 {

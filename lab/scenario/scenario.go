@@ -10,6 +10,7 @@ package scenario
 import (
 	"errors"
 	"fmt"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
@@ -79,14 +80,28 @@ type GEConf struct {
 	LossBad  float64 `toml:"loss_bad"`
 }
 
-// EventConf is a timed change of one path.
+// EventConf is a timed change of one path (or of the tunnel's server).
 type EventConf struct {
 	At   Duration `toml:"at"`
 	Path string   `toml:"path"`
 	Dir  string   `toml:"dir"` // "both" (default), "up" or "down"
 	// Action: "blackhole" (silent drop, interfaces stay up), "restore",
-	// "link_down" / "link_up" (carrier loss on the client side), "set".
+	// "link_down" / "link_up" (carrier loss on the client side), "set",
+	// "readdress" (the client's address on the path changes),
+	// "restart_server" (the tunnel's server process is killed and started
+	// again; no path).
 	Action string `toml:"action"`
+	// Every repeats the event every so long until Until (e.g. a flapping
+	// path: link_down at 10s and link_up at 12s, both every 4s).
+	Every Duration `toml:"every"`
+	Until Duration `toml:"until"`
+	// For "readdress": the new address (default 10.100.I.(101+n)) and how
+	// long the path has no address in between. For "restart_server": how
+	// long the server stays down, and Signal "kill" (a crash, default) or
+	// "term" (an orderly restart).
+	Address string   `toml:"address"`
+	Down    Duration `toml:"down"`
+	Signal  string   `toml:"signal"`
 	// For "set": the fields to change (zero means unchanged; loss uses a
 	// pointer so 0 can be set).
 	Rate  Rate     `toml:"rate"`
@@ -144,8 +159,16 @@ type TunnelConf struct {
 	Retransmit *bool `toml:"retransmit"`
 	// Classes are passed as [[connection.class]] traffic-class rules.
 	Classes []ClassConf `toml:"class"`
-	Mode    string      `toml:"mode"`   // e.g. "aggregate" or "switch"; passed through
-	Binary  string      `toml:"binary"` // mptund; default: next to this executable, then $PATH
+	// Mode is passed as connection.mode ("aggregate", "active-backup",
+	// "switch"; "" = default).
+	Mode string `toml:"mode"`
+	// DeviceOnly names the client's paths by device only: they follow the
+	// device's address (for "readdress").
+	DeviceOnly bool `toml:"device_only"`
+	// RemotePath sends every client path to the server address of this
+	// path (a multi-homed server asked on one address over all paths).
+	RemotePath string `toml:"remote_path"`
+	Binary     string `toml:"binary"` // mptund; default: next to this executable, then $PATH
 }
 
 // ClassConf is one traffic-class rule of the tunnel (configs/cpe.toml
@@ -243,14 +266,33 @@ func (sc *Scenario) validate() error {
 	if sc.BestPath != "" && !names[sc.BestPath] {
 		bad("best_path %q: no such path", sc.BestPath)
 	}
+	if rp := sc.Tunnel.RemotePath; rp != "" && !names[rp] {
+		bad("tunnel.remote_path %q: no such path", rp)
+	}
 	for i, e := range sc.Events {
-		if !names[e.Path] {
+		switch {
+		case e.Action == "restart_server" && e.Path != "":
+			bad("event %d: restart_server takes no path", i+1)
+		case e.Action != "restart_server" && !names[e.Path]:
 			bad("event %d: path %q: no such path", i+1, e.Path)
 		}
 		switch e.Action {
-		case "blackhole", "restore", "link_down", "link_up", "set":
+		case "blackhole", "restore", "link_down", "link_up", "set", "readdress", "restart_server":
 		default:
-			bad("event %d: action %q: want blackhole, restore, link_down, link_up or set", i+1, e.Action)
+			bad("event %d: action %q: want blackhole, restore, link_down, link_up, set, readdress or restart_server", i+1, e.Action)
+		}
+		switch e.Signal {
+		case "", "kill", "term":
+		default:
+			bad("event %d: signal %q: want kill or term", i+1, e.Signal)
+		}
+		if e.Address != "" {
+			if _, err := netip.ParseAddr(e.Address); err != nil || e.Action != "readdress" {
+				bad("event %d: address %q: an IPv4 address, for readdress only", i+1, e.Address)
+			}
+		}
+		if e.Every < 0 || e.Every > 0 && e.Every.D() < 10*time.Millisecond {
+			bad("event %d: every %v: at least 10ms", i+1, e.Every.D())
 		}
 		switch e.Dir {
 		case "", "both", "up", "down":

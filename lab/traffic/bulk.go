@@ -37,8 +37,11 @@ type BulkResult struct {
 	// run: retransmissions the receiver reported as duplicates, i.e.
 	// spurious ones (reordering mistaken for loss).
 	DSACKs uint64
-	Bins   Bins
-	Err    string `json:",omitempty"`
+	// Timeouts counts the sender namespace's TcpExtTCPTimeouts during the
+	// run: retransmission timeouts (RTO) of the inner flow.
+	Timeouts uint64
+	Bins     Bins
+	Err      string `json:",omitempty"`
 }
 
 // RunBulk runs the transfer until ctx ends.
@@ -54,7 +57,7 @@ func RunBulk(ctx context.Context, env Env, cfg BulkConfig) (BulkResult, error) {
 	if cfg.Down {
 		senderNS = env.Srv
 	}
-	dsack0 := tcpExt(senderNS, "TCPDSACKRecv")
+	dsack0, rto0 := tcpExt(senderNS, "TCPDSACKRecv"), tcpExt(senderNS, "TCPTimeouts")
 	ln, err := env.listenTCP(ctx, cfg.Port, cfg.CC)
 	if err != nil {
 		return res, err
@@ -171,6 +174,7 @@ func RunBulk(ctx context.Context, env Env, cfg BulkConfig) (BulkResult, error) {
 		res.Err = dialErr.Error()
 	}
 	res.DSACKs = tcpExt(senderNS, "TCPDSACKRecv") - dsack0
+	res.Timeouts = tcpExt(senderNS, "TCPTimeouts") - rto0
 	return res, dialErr
 }
 

@@ -1,0 +1,67 @@
+// SPDX-License-Identifier: MIT
+
+package scenario
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"github.com/mptun/mptun/internal/netns"
+	"github.com/mptun/mptun/lab/topo"
+)
+
+// serverProc is how the mptun peer starts its server again.
+type serverProc struct {
+	ns        *netns.NS
+	bin, file string
+	dir       string
+	restarts  int
+}
+
+// remoteOf is the server address a client path talks to: its own path's,
+// or the one of tunnel.remote_path.
+func remoteOf(run *PeerRun, p *topo.Path) string {
+	if rp := run.Scenario.Tunnel.RemotePath; rp != "" {
+		if i := run.Scenario.PathIndex(rp); i >= 0 {
+			return run.Testbed.Paths[i].SrvAddr.String()
+		}
+	}
+	return p.SrvAddr.String()
+}
+
+// RestartServer implements ServerRestarter: the server mptund is killed
+// (a crash) or terminated (it closes its connections), stays down for
+// down, and starts again with the same config; the client is left alone
+// and must find its way back.
+func (m *MptunPeer) RestartServer(ctx context.Context, sig syscall.Signal, down time.Duration) error {
+	if len(m.procs) == 0 || m.server.bin == "" {
+		return fmt.Errorf("mptun: no server running")
+	}
+	old := m.procs[0]
+	pid := old.cmd.Process.Pid
+	_ = syscall.Kill(-pid, sig)
+	select {
+	case <-old.done:
+	case <-time.After(5 * time.Second):
+		_ = syscall.Kill(-pid, syscall.SIGKILL)
+		<-old.done
+	}
+	old.log.Close()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(down):
+	}
+	s := &m.server
+	s.restarts++
+	log := filepath.Join(s.dir, fmt.Sprintf("mptund-server-%d.log", s.restarts+1))
+	p, err := startProc(s.ns, log, s.bin, "-c", s.file)
+	if err != nil {
+		return err
+	}
+	m.procs[0] = p
+	return nil
+}
