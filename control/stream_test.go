@@ -93,7 +93,9 @@ func TestStream(t *testing.T) {
 	}
 	// Closing the server ends a running stream.
 	done := make(chan error, 1)
-	go func() { done <- Stream(context.Background(), path, "count", nil, func(json.RawMessage) error { return nil }) }()
+	go func() {
+		done <- Stream(context.Background(), path, "count", nil, func(json.RawMessage) error { return nil })
+	}()
 	time.Sleep(30 * time.Millisecond)
 	srv.Close()
 	select {
