@@ -200,3 +200,32 @@ func hasLabel(m *dto.Metric, name, value string) bool {
 	}
 	return false
 }
+
+func TestRetainPathsDropsClosedConnections(t *testing.T) {
+	s := NewSet()
+	old := PathKey{Conn: "0000abcd", Path: "1"}
+	cur := PathKey{Conn: "0000beef", Path: "1"}
+	s.Path(old).Up.Store(true)
+	s.Path(cur).Up.Store(true)
+	if n := s.RetainPaths(map[PathKey]bool{cur: true}); n != 1 {
+		t.Fatalf("removed %d", n)
+	}
+	if got := s.Paths(); len(got) != 1 || got[0] != cur {
+		t.Fatalf("paths %v", got)
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(s)
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "conn" && l.GetValue() == old.Conn {
+					t.Errorf("%s still exported for the closed connection", mf.GetName())
+				}
+			}
+		}
+	}
+}
