@@ -629,3 +629,60 @@ func TestFlappingPath(t *testing.T) {
 		t.Errorf("%d lost", lost)
 	}
 }
+
+// A reload adds, removes and changes paths while the connection runs.
+func TestReconfigure(t *testing.T) {
+	w := newWorld(t, worldConfig{seed: 14, ifs: []string{"dsl0", "lte0", "wifi0"}, cli: clientConfig(twoPaths()),
+		srvM: Config{Settings: repairSettings()}, eng: repairEngine()})
+	w.start()
+	if w.until(5*time.Second, w.allOpen(2)) == 0 {
+		t.Fatalf("paths not open:\n%s", w.eventLog(0))
+	}
+	conn := w.cliMgr.Conn()
+	specs := twoPaths()
+	wifi := PathSpec{Name: "wifi", Device: "wifi0", Remote: specs[0].Remote, Prio: 3, Weight: 1}
+	bad := append(append([]PathSpec{}, specs...), PathSpec{Name: "dsl", Remote: specs[0].Remote})
+	if err := w.cliMgr.Reconfigure(w.sim.Now(), bad); err == nil || !strings.Contains(err.Error(), "duplicate") {
+		t.Fatalf("duplicate path accepted: %v", err)
+	}
+	// lte goes, wifi comes (it follows wifi0's address), dsl gets prio 2.
+	specs[0].Prio = 2
+	if err := w.cliMgr.Reconfigure(w.sim.Now(), []PathSpec{specs[0], wifi}); err != nil {
+		t.Fatal(err)
+	}
+	w.service(0)
+	if w.until(5*time.Second, w.allOpen(2)) == 0 {
+		t.Fatalf("after the reload:\n%s", w.eventLog(0))
+	}
+	w.run(time.Second)
+	ids := map[string]int{}
+	for _, ps := range w.cliMgr.Paths() {
+		ids[ps.Name] = ps.ID
+	}
+	if len(ids) != 2 || ids["dsl"] != 0 || ids["wifi"] != 1 {
+		t.Errorf("paths %v", ids)
+	}
+	for _, in := range conn.PathInfos(nil) {
+		if in.Closed {
+			continue
+		}
+		if in.ID == 0 && in.Prio != 2 {
+			t.Errorf("dsl prio %d", in.Prio)
+		}
+		if in.ID == 1 && in.LocalAddr.Addr() != ifAddr(2) {
+			t.Errorf("path 1 from %v, want wifi's %v", in.LocalAddr, ifAddr(2))
+		}
+	}
+	if w.cliMgr.Conn() != conn {
+		t.Error("the connection did not survive the reload")
+	}
+	n := 0
+	for _, in := range w.srv.Conns()[0].PathInfos(nil) {
+		if !in.Closed {
+			n++
+		}
+	}
+	if n != 2 {
+		t.Errorf("concentrator holds %d subflows:\n%s", n, w.eventLog(1))
+	}
+}
