@@ -26,6 +26,7 @@ func (c *statusCollector) Collect(ch chan<- prometheus.Metric) {
 	defer cancel()
 	st, err := c.d.Status(ctx)
 	if err == nil {
+		seen := map[metrics.PathKey]bool{}
 		for _, conn := range st.Conns {
 			connName := ""
 			if st.Role == "server" {
@@ -36,7 +37,9 @@ func (c *statusCollector) Collect(ch chan<- prometheus.Metric) {
 				if name == "" {
 					name = fmt.Sprint(p.ID)
 				}
-				ps := c.set.Path(metrics.PathKey{Conn: connName, Path: name})
+				key := metrics.PathKey{Conn: connName, Path: name}
+				seen[key] = true
+				ps := c.set.Path(key)
 				ps.TxPackets.Store(p.PacketsSent)
 				ps.Lost.Store(p.PacketsLost)
 				ps.ECNCE.Store(p.ECNMarks)
@@ -49,6 +52,8 @@ func (c *statusCollector) Collect(ch chan<- prometheus.Metric) {
 			c.set.ReorderTimeouts.Store(conn.Reorder.GapsSkipped)
 			c.set.ReorderLate.Store(conn.Reorder.GapsLateArrive)
 		}
+		// Closed connections and removed paths stop being exported.
+		c.set.RetainPaths(seen)
 		c.set.Drop(metrics.DirTx, "too_big").Store(st.Datapath.DroppedTooBig)
 		c.set.Drop(metrics.DirTx, "queue_full").Store(st.Datapath.DroppedQueueFull)
 		c.set.Drop(metrics.DirTx, "no_path").Store(st.Datapath.DroppedNoRoute)
@@ -61,7 +66,7 @@ func (c *statusCollector) Collect(ch chan<- prometheus.Metric) {
 
 // startMetrics serves /metrics when the config asks for it.
 func (d *Daemon) startMetrics() error {
-	if d.cfg.Metrics.Listen == "" {
+	if d.config().Metrics.Listen == "" {
 		return nil
 	}
 	set := metrics.NewSet()
@@ -69,7 +74,7 @@ func (d *Daemon) startMetrics() error {
 	if err := reg.Register(&statusCollector{d: d, set: set}); err != nil {
 		return err
 	}
-	srv, err := metrics.ListenHTTP(d.cfg.Metrics.Listen, reg, d.log)
+	srv, err := metrics.ListenHTTP(d.config().Metrics.Listen, reg, d.log)
 	if err != nil {
 		return fmt.Errorf("metrics: %w", err)
 	}

@@ -756,3 +756,15 @@ func (d *Datapath) writeTUN() {
 		bufs[i] = bufs[i][:cap(bufs[i])]
 	}
 }
+
+// CloseSockets closes every socket still in the data path; call it after
+// Run returned.
+func (d *Datapath) CloseSockets() {
+	for i, sl := range d.slots {
+		if sl != nil {
+			sl.removed.Store(true)
+			sl.sock.Close()
+			d.slots[i] = nil
+		}
+	}
+}

@@ -7,6 +7,7 @@
 //	mptun set scheduler|reorderer NAME    change at runtime
 //	mptun set prio PATH-ID N              MP_PRIO of a path
 //	mptun capture -w FILE [-d 10s]        pcap of the tunnel's packets (IP protocol 33)
+//	mptun monitor [--status] [--json]     live path and connection events
 //	mptun lab run FILE [--out DIR]        run a lab scenario
 //	mptun bench throughput|aggregate|handover [--json]
 //
@@ -45,8 +46,11 @@ commands:
   status                         show the connection, its paths and counters
   set scheduler NAME             change the scheduler at runtime
   set reorderer NAME             change the reorderer at runtime
-  set prio PATH-ID N             set a path's MP_PRIO (0 never, 1 standby, 2 secondary, >=3 primary)
+  set hold DURATION              change the reorderer's longest hold (e.g. 150ms)
+  set mode MODE                  aggregate, active-backup or switch
+  set prio PATH N                set a path's MP_PRIO by id or name (0 never, 1 standby, 2 secondary, >=3 primary)
   capture -w FILE [-d DURATION]  write the tunnel's packets as pcap (IP protocol 33) for DURATION
+  monitor [--status] [-d DUR]    print path events as they happen (up, down, suspect, joins, rebinds, mode switches)
   lab run FILE [--out DIR]       run a lab scenario (root)
   bench throughput|aggregate|handover [--json]   benchmarks against wireguard-go / kernel MPTCP (root)
   version
@@ -82,6 +86,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		err = cmdSet(g, rest)
 	case "capture":
 		err = cmdCapture(g, rest, stderr)
+	case "monitor":
+		err = cmdMonitor(g, rest, stderr)
 	case "lab":
 		return labMain(rest, stdout, stderr)
 	case "bench":
@@ -198,16 +204,24 @@ func cmdSet(g globals, args []string) error {
 		req.Scheduler = args[1]
 	case len(args) == 2 && args[0] == "reorderer":
 		req.Reorderer = args[1]
+	case len(args) == 2 && args[0] == "hold":
+		req.Hold = args[1]
+	case len(args) == 2 && args[0] == "mode":
+		req.Mode = args[1]
 	case len(args) == 3 && args[0] == "prio":
-		id, err1 := strconv.Atoi(args[1])
-		prio, err2 := strconv.ParseUint(args[2], 10, 4)
-		if err1 != nil || err2 != nil {
-			return usageError{"set prio PATH-ID N: PATH-ID is a number, N is 0..15"}
+		prio, err := strconv.ParseUint(args[2], 10, 4)
+		if err != nil {
+			return usageError{"set prio PATH N: PATH is a path id or name, N is 0..15"}
 		}
 		p := uint8(prio)
-		req.Path, req.Prio = &id, &p
+		req.Prio = &p
+		if id, err := strconv.Atoi(args[1]); err == nil {
+			req.Path = &id
+		} else {
+			req.PathName = args[1]
+		}
 	default:
-		return usageError{"set scheduler NAME | set reorderer NAME | set prio PATH-ID N"}
+		return usageError{"set scheduler NAME | set reorderer NAME | set hold DURATION | set mode MODE | set prio PATH N"}
 	}
 	if err := control.Call(g.socket, "set", req, nil); err != nil {
 		return err

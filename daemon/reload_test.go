@@ -1,0 +1,97 @@
+// SPDX-License-Identifier: MIT
+
+package daemon
+
+import (
+	"os"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/mptun/mptun/config"
+)
+
+// Every config field is in the reload table: a new key cannot be
+// silently ignored by a reload.
+func TestReloadTableCoversConfig(t *testing.T) {
+	var leaves []string
+	var walk func(prefix string, typ reflect.Type)
+	walk = func(prefix string, typ reflect.Type) {
+		for i := range typ.NumField() {
+			f := typ.Field(i)
+			name := strings.TrimPrefix(prefix+"."+f.Name, ".")
+			if f.Type.Kind() == reflect.Struct && f.Type.PkgPath() == "github.com/mptun/mptun/config" {
+				walk(name, f.Type)
+				continue
+			}
+			leaves = append(leaves, name)
+		}
+	}
+	walk("", reflect.TypeOf(config.Config{}))
+	for _, leaf := range leaves {
+		if leaf == "File" {
+			continue
+		}
+		covered := slices.ContainsFunc(reloadKeys, func(k reloadKey) bool {
+			return leaf == k.field || strings.HasPrefix(leaf, k.field+".")
+		})
+		if !covered {
+			t.Errorf("config field %s is not in reloadKeys: say whether a reload applies it", leaf)
+		}
+	}
+}
+
+func load(t *testing.T, text string) *config.Config {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "cpe.toml")
+	if err := os.WriteFile(p, []byte(text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := config.Load(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg
+}
+
+const cpe = `[tunnel]
+addresses = ["10.99.0.2/24"]
+[connection]
+role = "client"
+scheduler = "rr"
+reorderer = "equalize"
+aqm = true
+[[path]]
+name = "dsl"
+remote = "198.51.100.1"
+[[path]]
+name = "lte"
+device = "wwan0"
+remote = "198.51.100.1"
+`
+
+func TestConfigChanges(t *testing.T) {
+	old := load(t, cpe)
+	for _, tt := range []struct {
+		from, to      string
+		live, restart string
+	}{
+		{`scheduler = "rr"`, `scheduler = "srtt"`, "connection.scheduler", ""},
+		{`reorderer = "equalize"`, "reorderer = \"fixed\"\nreorder_max_hold = \"150ms\"", "connection.reorderer connection.reorder_max_hold", ""},
+		{`aqm = true`, `aqm = false`, "", "connection.aqm"},
+		{`addresses = ["10.99.0.2/24"]`, `addresses = ["10.99.0.3/24"]`, "", "tunnel.addresses"},
+		{"name = \"lte\"\ndevice", "name = \"lte\"\nprio = 1\ndevice", "path.lte", ""},
+		{"name = \"lte\"\ndevice", "name = \"lte\"\nmtu = 1400\ndevice", "", "path.lte.mtu"},
+		{"[[path]]\nname = \"lte\"\ndevice = \"wwan0\"\nremote = \"198.51.100.1\"\n", "", "path.lte (removed)", ""},
+		{`aqm = true`, "aqm = true\nmode = \"active-backup\"", "connection.mode", ""},
+		{"[tunnel]", "[log]\nlevel = \"debug\"\n[tunnel]", "", "log.level"},
+	} {
+		cur := load(t, strings.Replace(cpe, tt.from, tt.to, 1))
+		live, restart := configChanges(old, cur)
+		if strings.Join(live, " ") != tt.live || strings.Join(restart, " ") != tt.restart {
+			t.Errorf("%q → %q: live %q restart %q; want %q, %q", tt.from, tt.to, live, restart, tt.live, tt.restart)
+		}
+	}
+}
