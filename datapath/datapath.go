@@ -332,6 +332,10 @@ func (d *Datapath) Run(ctx context.Context, closeGrace time.Duration) error {
 			}
 			b.slot.free <- b
 		case <-d.wake:
+			// Datagrams that arrived meanwhile go in first: a timer must
+			// not judge a path by acknowledgements still in the queue (a
+			// busy host wakes late).
+			d.drainUDP()
 			now := mono.Now()
 			if now >= d.ep.Deadline() {
 				d.ep.HandleTimer(now)
@@ -366,6 +370,21 @@ func (d *Datapath) Run(ctx context.Context, closeGrace time.Duration) error {
 			dl = mono.Min(dl, d.hook.Deadline())
 		}
 		d.arm(dl)
+	}
+}
+
+// drainUDP handles the socket batches already queued, without waiting.
+func (d *Datapath) drainUDP() {
+	for {
+		select {
+		case b := <-d.udpIn:
+			if !b.slot.removed.Load() {
+				d.handleUDP(mono.Now(), b)
+			}
+			b.slot.free <- b
+		default:
+			return
+		}
 	}
 }
 

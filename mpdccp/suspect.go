@@ -33,10 +33,12 @@ import (
 const (
 	// recoverAnswers is how many answered probes clear a suspicion.
 	recoverAnswers = 2
-	// suspectSlack covers the peer's ack delay and timer lateness.
-	suspectSlack = 2*ackDelay + 2*time.Millisecond
+	// suspectSlack covers the peer's ack delay and the scheduling delays
+	// of a busy host (a suspicion that comes from our own late wake-up
+	// costs duplicates and a short pause of the path).
+	suspectSlack = 2*ackDelay + 10*time.Millisecond
 	// minSuspect and maxSuspect bound the suspicion timeout.
-	minSuspect = 20 * time.Millisecond
+	minSuspect = 50 * time.Millisecond
 	maxSuspect = 2 * time.Second
 	// Probes of a suspected or failed path go every probeInterval, within
 	// these bounds: often enough that a path that comes back is in use
