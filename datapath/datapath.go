@@ -373,18 +373,15 @@ func (d *Datapath) Run(ctx context.Context, closeGrace time.Duration) error {
 	}
 }
 
-// drainUDP handles the socket batches already queued, without waiting.
+// drainUDP handles the socket batches queued when it is called (not
+// those arriving meanwhile: under load it would never return).
 func (d *Datapath) drainUDP() {
-	for {
-		select {
-		case b := <-d.udpIn:
-			if !b.slot.removed.Load() {
-				d.handleUDP(mono.Now(), b)
-			}
-			b.slot.free <- b
-		default:
-			return
+	for n := len(d.udpIn); n > 0; n-- {
+		b := <-d.udpIn
+		if !b.slot.removed.Load() {
+			d.handleUDP(mono.Now(), b)
 		}
+		b.slot.free <- b
 	}
 }
 

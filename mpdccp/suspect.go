@@ -16,7 +16,9 @@ import (
 // holds are then lost to the inner flows (a silent blackhole of one path
 // lost 156 probe packets in the demo). So a subflow is *suspected* as soon
 // as its oldest data packet not yet reported on by the peer is older than
-// SRTT + 4·RTTVAR (+ the peer's ack delay), or a probe of an idle path is
+// SRTT + 4·RTTVAR, or 5/4 of the longest such wait seen in the last
+// seconds (a path whose queue comes and goes varies more than RTTVAR
+// follows), plus the peer's ack delay; or when a probe of an idle path is
 // not answered that fast. A suspected subflow
 //   - carries no new data (usable is false),
 //   - has the data packets its loss-repair ring still holds sent again at
@@ -78,7 +80,15 @@ type suspectState struct {
 	// when probeAnswered; it gives an idle (standby) path an RTT.
 	probeRTT      time.Duration
 	probeAnswered mono.Time
+	// The longest time a data packet waited to be reported on, in the
+	// current and the previous waitWindow (a windowed maximum).
+	waitCur, waitPrev time.Duration
+	waitSince         mono.Time
+	garAt             mono.Time // when the greatest ack received last grew
 }
+
+// waitWindow is the span of the windowed maximum of ack waits.
+const waitWindow = 2 * time.Second
 
 // suspectTimeout is how long a data packet or probe may go unanswered.
 func (sf *subflow) suspectTimeout() time.Duration {
@@ -90,7 +100,21 @@ func (sf *subflow) suspectTimeout() time.Duration {
 	if rtt <= 0 {
 		return maxSuspect
 	}
-	return min(max(rtt+4*v+suspectSlack, minSuspect), maxSuspect)
+	seen := max(sf.sus.waitCur, sf.sus.waitPrev)
+	return min(max(rtt+4*v+suspectSlack, seen*5/4+suspectSlack, minSuspect), maxSuspect)
+}
+
+// sampleWait records how long a data packet waited until the peer
+// reported on it.
+func (s *suspectState) sampleWait(now mono.Time, w time.Duration) {
+	if el := now.Sub(s.waitSince); el >= waitWindow {
+		s.waitPrev = s.waitCur
+		if el >= 2*waitWindow {
+			s.waitPrev = 0 // a whole window without samples
+		}
+		s.waitCur, s.waitSince = 0, now
+	}
+	s.waitCur = max(s.waitCur, w)
 }
 
 // probeInterval is how often a suspected or failed path is probed.
@@ -105,7 +129,8 @@ func (sf *subflow) probeInterval() time.Duration {
 
 // oldestUnreported is the send time of the oldest data packet held for
 // loss repair that the peer has not yet reported on (sequence number
-// above the greatest acknowledged).
+// above the greatest acknowledged). Packets passed over on the way have
+// been reported on by now: their wait is sampled.
 func (sf *subflow) oldestUnreported() (mono.Time, bool) {
 	r := &sf.rtx
 	if r.ents == nil {
@@ -115,8 +140,14 @@ func (sf *subflow) oldestUnreported() (mono.Time, bool) {
 	s.cursor = max(s.cursor, r.head)
 	for ; s.cursor != r.tail; s.cursor++ {
 		e := &r.ents[s.cursor%rtxRingSize]
-		if e.b != nil && seqLess(sf.gar, e.seq) {
+		if e.b == nil {
+			continue
+		}
+		if seqLess(sf.gar, e.seq) {
 			return e.at, true
+		}
+		if !s.on && s.garAt > e.at {
+			s.sampleWait(s.garAt, s.garAt.Sub(e.at))
 		}
 	}
 	return 0, false
@@ -149,12 +180,11 @@ func (c *Conn) suspectDeadline(sf *subflow) mono.Time {
 		return mono.Never
 	}
 	d := mono.Never
-	to := sf.suspectTimeout()
 	if at, ok := sf.oldestUnreported(); ok {
-		d = at.Add(to)
+		d = at.Add(sf.suspectTimeout())
 	}
 	if s.probeOut {
-		d = mono.Min(d, s.probeAt.Add(to))
+		d = mono.Min(d, s.probeAt.Add(sf.suspectTimeout()))
 	}
 	return d
 }

@@ -32,9 +32,27 @@ type TunnelMetrics struct {
 	HoldCounts    []uint64  `json:"hold_counts"`
 	// Repaired counts packets the sender sent once more (loss repair).
 	Repaired uint64 `json:"repaired"`
+	// The sender's send queue: inner packets its AQM dropped and ones
+	// refused because it was full (congestion, not path failure).
+	AQMDrops   uint64 `json:"aqm_drops"`
+	QueueDrops uint64 `json:"queue_drops"`
+	// Path healing at the sender: suspicions and packets re-injected on
+	// other paths, summed over its paths.
+	Suspicions uint64 `json:"suspicions"`
+	Reinjected uint64 `json:"reinjected"`
+	// Process samples each daemon's goroutines and heap ("client",
+	// "server"), every ProcessEvery of the run: a leak shows as growth.
+	Process map[string][]ProcessSample `json:"process,omitempty"`
 	// First is the monotonic time of the first sample; plots align it
 	// with the run's start.
 	First mono.Time `json:"-"`
+}
+
+// ProcessSample is one daemon's footprint at a time of the run.
+type ProcessSample struct {
+	TimeS      float64 `json:"time_s"`
+	Goroutines int     `json:"goroutines"`
+	HeapBytes  uint64  `json:"heap_bytes"`
 }
 
 // shift returns the sample times relative to the run's start.

@@ -57,7 +57,13 @@ func (m *MptunPeer) sample(sender, receiver string) {
 	tm := &report.TunnelMetrics{Cwnd: map[string][]float64{}, SRTTms: map[string][]float64{}}
 	t := time.NewTicker(sampleEvery)
 	defer t.Stop()
+	start := mono.Now()
+	var nextProcess mono.Time
 	for {
+		if now := mono.Now(); now >= nextProcess {
+			nextProcess = now.Add(processEvery)
+			sampleProcess(tm, start, map[string]string{"sender": sender, "receiver": receiver})
+		}
 		var st daemon.Status
 		if control.Call(sender, "status", nil, &st) == nil && len(st.Conns) > 0 {
 			now := mono.Now()
@@ -79,10 +85,17 @@ func (m *MptunPeer) sample(sender, receiver string) {
 				tm.Cwnd[name] = append(tm.Cwnd[name], float64(p.Cwnd))
 				tm.SRTTms[name] = append(tm.SRTTms[name], p.RTTms)
 			}
-			tm.Repaired = st.Conns[0].Repaired
+			c := st.Conns[0]
+			tm.Repaired, tm.AQMDrops, tm.QueueDrops = c.Repaired, c.AQM.Dropped, c.QueueDrops
+			tm.Suspicions, tm.Reinjected = 0, 0
+			for _, p := range c.Paths {
+				tm.Suspicions += p.Suspicions
+				tm.Reinjected += p.Reinjected
+			}
 		}
 		select {
 		case <-m.stopSampling:
+			sampleProcess(tm, start, map[string]string{"sender": sender, "receiver": receiver})
 			var rs daemon.Status
 			if control.Call(receiver, "status", nil, &rs) == nil && len(rs.Conns) > 0 {
 				for _, b := range reorder.HoldBuckets {

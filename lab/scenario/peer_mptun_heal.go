@@ -9,7 +9,11 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/mptun/mptun/control"
+	"github.com/mptun/mptun/daemon"
+	"github.com/mptun/mptun/internal/mono"
 	"github.com/mptun/mptun/internal/netns"
+	"github.com/mptun/mptun/lab/report"
 	"github.com/mptun/mptun/lab/topo"
 )
 
@@ -64,4 +68,23 @@ func (m *MptunPeer) RestartServer(ctx context.Context, sig syscall.Signal, down 
 	}
 	m.procs[0] = p
 	return nil
+}
+
+// processEvery is how often the daemons' goroutines and heap are sampled.
+const processEvery = 5 * time.Second
+
+// sampleProcess records each daemon's footprint; socks maps a role
+// ("sender", "receiver") to its control socket.
+func sampleProcess(tm *report.TunnelMetrics, start mono.Time, socks map[string]string) {
+	if tm.Process == nil {
+		tm.Process = map[string][]report.ProcessSample{}
+	}
+	for role, sock := range socks {
+		var st daemon.Status
+		if control.Call(sock, "status", nil, &st) != nil {
+			continue
+		}
+		tm.Process[role] = append(tm.Process[role], report.ProcessSample{TimeS: mono.Now().Sub(start).Seconds(),
+			Goroutines: st.Process.Goroutines, HeapBytes: st.Process.HeapBytes})
+	}
 }
