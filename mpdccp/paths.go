@@ -69,9 +69,10 @@ func (c *Conn) PathInfos(dst []PathInfo) []PathInfo {
 
 // DropPath ends path id's subflow at once, without a Close handshake:
 // an open subflow sends a Reset (code 2, aborted) and is gone, one still
-// handshaking is abandoned. The id is free for JoinPath immediately. A
-// pending join of that id is cancelled. Dropping the last subflow closes
-// the connection.
+// handshaking is abandoned. The data packets it still held go again on
+// the other paths (suspect.go). The id is free for JoinPath immediately.
+// A pending join of that id is cancelled. Dropping the last subflow
+// closes the connection.
 func (c *Conn) DropPath(now mono.Time, id int) error {
 	c.touch()
 	sf := c.pathByID(id)
@@ -83,6 +84,9 @@ func (c *Conn) DropPath(now mono.Time, id int) error {
 			}
 		}
 		return fmt.Errorf("mpdccp: DropPath: no path %d", id)
+	}
+	if sf.state == sfOpen && c.state == Open {
+		sf.sus.reinjected += uint64(c.reinject(now, sf))
 	}
 	sf.id = droppedID
 	switch sf.state {
