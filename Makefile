@@ -11,7 +11,7 @@ PKGS      := ./...
 all: build
 
 help:
-	@echo "make build      build bin/mptund and bin/mptun"
+	@echo "make build      build bin/mptund, bin/mptun and bin/mptun-lab (the lab and benchmarks)"
 	@echo "make test       vet + all tests (root runs the namespace end-to-end tests too)"
 	@echo "make demo       run the demo scenario on the built-in lab (root)"
 	@echo "make bench      Go benchmarks of the protocol core and data path"
@@ -52,7 +52,7 @@ fuzz:
 	done
 
 install: build
-	install -m 0755 $(BIN)/mptund $(BIN)/mptun /usr/local/bin/
+	install -m 0755 $(BIN)/mptund $(BIN)/mptun $(BIN)/mptun-lab /usr/local/bin/
 	install -d /etc/mptun
 	install -m 0644 systemd/mptund@.service /etc/systemd/system/
 

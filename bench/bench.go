@@ -21,7 +21,6 @@ import (
 	"time"
 
 	"github.com/mptun/mptun/control"
-	"github.com/mptun/mptun/daemon"
 	"github.com/mptun/mptun/internal/netns"
 )
 
@@ -135,7 +134,7 @@ func iperfRun(ctx context.Context, srv, cli *netns.NS, addr string, secs int, wr
 func waitTunnel(socket string, timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
 	for time.Now().Before(deadline) {
-		var st daemon.Status
+		var st control.Status
 		if control.Call(socket, "status", nil, &st) == nil && len(st.Conns) > 0 && st.Conns[0].State == "open" {
 			return nil
 		}

@@ -18,49 +18,50 @@ func init() {
 // RFC 4340's experimental CCIDs (248–255).
 const CCIDBBR = 248
 
-// Where mptun departs from draft-ietf-ccwg-bbr, and why. They are
-// variables so that tests can measure the draft's behaviour side by side
-// (see README.md); they are not configuration.
-var (
-	// bbrMaxBwCycles is the max-bw filter length in ProbeBW cycles (draft: 2).
-	bbrMaxBwCycles = 2
-	// bbrProbeWaitBase and bbrProbeMaxRounds time bandwidth probes (draft:
+// BBRParams are where mptun departs from draft-ietf-ccwg-bbr, and why.
+// DefaultBBRParams gives mptun's choices; tests build controllers with
+// other values (Config.BBR) to measure the draft's behaviour side by side
+// (see README.md). They are not configuration.
+type BBRParams struct {
+	// MaxBwCycles is the max-bw filter length in ProbeBW cycles (draft: 2).
+	MaxBwCycles int
+	// ProbeWaitBase and ProbeMaxRounds time bandwidth probes (draft:
 	// 2–3 s, at most 63 rounds).
-	bbrProbeWaitBase         = 2 * time.Second
-	bbrProbeMaxRounds uint64 = 63
-	// bbrUpQueueExit also ends ProbeBW_UP when the probe has added about ¼
+	ProbeWaitBase  time.Duration
+	ProbeMaxRounds uint64
+	// UpQueueExit also ends ProbeBW_UP when the probe has added about ¼
 	// min RTT of queueing delay (upQueueBuilt), not only on the draft's bandwidth
 	// plateau. Without it UP keeps probing until the plateau, which fills a
 	// BDP buffer every cycle: p95 queueing delay was 0.7–0.95 × min RTT in
 	// our grid instead of ≤ 0.25.
-	bbrUpQueueExit = true
-	// bbrAvgLatest takes bw_latest as the loss round's average delivery rate
+	UpQueueExit bool
+	// AvgLatest takes bw_latest as the loss round's average delivery rate
 	// rather than its maximum sample. Off: it made the draft's lower bound
 	// ratchet down under 2% random loss (utilisation 0.35 instead of 0.65)
-	// and did not help fairness once bbrPureBeta was on.
-	bbrAvgLatest = false
-	// bbrDownGain is ProbeBW_DOWN's pacing gain (draft: 0.9).
-	bbrDownGain = 0.9
-	// bbrPureBeta makes a loss (or CE) round outside bandwidth probing cut
+	// and did not help fairness once PureBeta was on.
+	AvgLatest bool
+	// DownGain is ProbeBW_DOWN's pacing gain (draft: 0.9).
+	DownGain float64
+	// PureBeta makes a loss (or CE) round outside bandwidth probing cut
 	// bw_lo and inflight_lo by Beta, at most once per two rounds, instead of
 	// to max(latest, Beta × bound). The draft's floor at the latest sample
 	// leaves the larger of two flows almost untouched, and two flows took
 	// far longer than 10 s to converge (Jain 0.76–0.95 at 10 s); with the
 	// multiplicative cut they do (README.md).
-	bbrPureBeta = true
-	// bbrPureBetaThresh is the loss fraction of a round above which the
+	PureBeta bool
+	// PureBetaThresh is the loss fraction of a round above which the
 	// multiplicative cut applies (0: any loss).
-	bbrPureBetaThresh = 0.0
-	// bbrQueuedLossOnly limits that cut to loss rounds whose RTT showed a
+	PureBetaThresh float64
+	// QueuedLossOnly limits that cut to loss rounds whose RTT showed a
 	// queue of over ¼ min RTT: random loss on an idle path is not
 	// competition (with the cut alone, 0.1% random loss cost half the rate).
-	bbrQueuedLossOnly = true
-	// bbrCapBySent caps a delivery-rate sample's bytes at those sent in its
+	QueuedLossOnly bool
+	// CapBySent caps a delivery-rate sample's bytes at those sent in its
 	// send interval (draft-cheng-iccrg-delivery-rate-estimation does not):
 	// under reordering, late packets from before the interval otherwise
 	// inflate max_bw by 4–7% and build a standing queue.
-	bbrCapBySent = true
-	// bbrQueueSignal treats a round in ProbeBW_DOWN or CRUISE whose
+	CapBySent bool
+	// QueueSignal treats a round in ProbeBW_DOWN or CRUISE whose
 	// *smallest* RTT sample is above min RTT + ¼ min RTT as a congestion
 	// round, like one with CE (adaptLowerBounds), once two rounds have
 	// passed since our last probe, Startup or ProbeRTT (so the queue is not
@@ -73,19 +74,19 @@ var (
 	// 10 s for a late-comer at 10 Mbit/s × 100 ms). This is a delay
 	// response and makes BBR yield more to loss-based flows that keep a
 	// standing queue (between probes: bw_lo is reset at every REFILL).
-	bbrQueueSignal = true
-	// bbrQueueBeta is the cut for such a round (0.8, as ABE's ECN
+	QueueSignal bool
+	// QueueBeta is the cut for such a round (0.8, as ABE's ECN
 	// response in RFC 8511: a standing queue is an earlier and milder
 	// signal than loss). 0.7 converged slightly more often (95 vs 93 of 96
 	// runs, seeds 1–12) but left two flows at 0.956 utilisation on average.
-	bbrQueueBeta = 0.8
-	// bbrStartupQueueExit also ends Startup after two rounds with a
+	QueueBeta float64
+	// StartupQueueExit also ends Startup after two rounds with a
 	// standing queue (checkStartupQueue).
-	bbrStartupQueueExit = true
-	// bbrQueueMinDelay floors the queue that bbrQueueSignal reacts to
+	StartupQueueExit bool
+	// QueueMinDelay floors the queue that QueueSignal reacts to
 	// (queueThreshold).
-	bbrQueueMinDelay = 5 * time.Millisecond
-	// bbrLoAddPackets is the additive increase of the lower bounds: in a
+	QueueMinDelay time.Duration
+	// LoAddPackets is the additive increase of the lower bounds: in a
 	// CRUISE round with neither loss, CE nor a queue above ¼ min RTT,
 	// inflight_lo grows by this many packets and bw_lo by as many packets
 	// per min RTT, until bw_lo reaches max_bw (draft: the bounds stay until
@@ -93,16 +94,39 @@ var (
 	// is AIMD: two flows converge (Chiu–Jain) instead of keeping their
 	// ratio, and the link is not left under-used for the rest of a 2–3 s
 	// cycle after a cut.
-	bbrLoAddPackets = 2.0
-	// bbrNoCutWhileDraining skips a lower-bound cut while the round's
+	LoAddPackets float64
+	// NoCutWhileDraining skips a lower-bound cut while the round's
 	// minimum RTT is still falling from the previous round's (by more than
 	// min RTT/16): the previous cut is working. The 2-round spacing alone
 	// cut twice during the drain of a one-BDP queue at 100 ms (10 → 7 →
 	// 4.4 Mbit/s for a flow whose share was 7).
-	bbrNoCutWhileDraining = true
-	// bbrMargin is the pacing margin (draft: 1%).
-	bbrMargin = bbrPacingMargin
-)
+	NoCutWhileDraining bool
+	// Margin is the pacing margin (draft: 1%).
+	Margin float64
+}
+
+// DefaultBBRParams are the parameters mptun runs with.
+func DefaultBBRParams() BBRParams {
+	return BBRParams{
+		MaxBwCycles:        2,
+		ProbeWaitBase:      2 * time.Second,
+		ProbeMaxRounds:     63,
+		UpQueueExit:        true,
+		AvgLatest:          false,
+		DownGain:           0.9,
+		PureBeta:           true,
+		PureBetaThresh:     0.0,
+		QueuedLossOnly:     true,
+		CapBySent:          true,
+		QueueSignal:        true,
+		QueueBeta:          0.8,
+		StartupQueueExit:   true,
+		QueueMinDelay:      5 * time.Millisecond,
+		LoAddPackets:       2.0,
+		NoCutWhileDraining: true,
+		Margin:             bbrPacingMargin,
+	}
+}
 
 // BBR constants (draft-ietf-ccwg-bbr, "BBRv3").
 const (
@@ -156,6 +180,7 @@ const (
 // Quantities are in bytes and bytes per second.
 type BBR struct {
 	cfg Config
+	par BBRParams
 	mss int
 	t   *tracker
 	p   Pacer
@@ -262,7 +287,7 @@ type BBR struct {
 	minRTTInRound      time.Duration
 	prevMinRTTInRound  time.Duration
 	quietRounds        int  // rounds in DOWN/CRUISE since the last probe, Startup or ProbeRTT
-	queueInRound       bool // bbrQueueSignal: the round's min RTT showed a standing queue
+	queueInRound       bool // QueueSignal: the round's min RTT showed a standing queue
 
 	// Retransmission timeout.
 	rtoStart    mono.Time
@@ -279,7 +304,10 @@ type BBR struct {
 
 // NewBBR returns a BBR controller.
 func NewBBR(cfg Config) *BBR {
-	b := &BBR{cfg: cfg, mss: cfg.MSS, t: newTracker(), rng: rand.New(rand.NewPCG(0xbb, 0x72))}
+	b := &BBR{cfg: cfg, par: DefaultBBRParams(), mss: cfg.MSS, t: newTracker(), rng: rand.New(rand.NewPCG(0xbb, 0x72))}
+	if cfg.BBR != nil {
+		b.par = *cfg.BBR
+	}
 	if b.mss <= 0 {
 		b.mss = defaultMSS
 	}
@@ -450,7 +478,7 @@ func (b *BBR) OnFeedback(now mono.Time, fb *Feedback) {
 			// it inflate the sample beyond what was sent; no path delivers
 			// faster than we sent.
 			d := b.rs.delivered
-			if bbrCapBySent && b.rs.sendElapsed > 0 {
+			if b.par.CapBySent && b.rs.sendElapsed > 0 {
 				d = min(d, float64(b.rs.sentInInterval))
 			}
 			b.rs.rate = d / interval.Seconds()
@@ -536,7 +564,7 @@ func (b *BBR) updateCongestionSignals(now mono.Time) {
 	if !b.lossRoundStart {
 		return
 	}
-	if bbrAvgLatest && b.lossRoundStamp != 0 && now > b.lossRoundStamp {
+	if b.par.AvgLatest && b.lossRoundStamp != 0 && now > b.lossRoundStamp {
 		// The round's average delivery rate: the per-ack maximum overstates
 		// a flow's share, and flows whose estimates add up to more than the
 		// bottleneck keep a standing queue.
@@ -548,7 +576,7 @@ func (b *BBR) updateCongestionSignals(now mono.Time) {
 	} else {
 		b.quietRounds = 0
 	}
-	b.queueInRound = bbrQueueSignal && b.quietRounds >= 2 && b.minRTT > 0 &&
+	b.queueInRound = b.par.QueueSignal && b.quietRounds >= 2 && b.minRTT > 0 &&
 		b.minRTTInRound > b.minRTT+b.queueThreshold()
 	b.adaptLowerBounds()
 	b.checkStartupHighLoss()
@@ -560,13 +588,13 @@ func (b *BBR) updateCongestionSignals(now mono.Time) {
 	b.lostInRoundBytes, b.deliveredInRound = 0, 0
 }
 
-// queueThreshold is the queueing delay above which bbrQueueSignal calls a
-// round congested: ¼ min RTT, but at least bbrQueueMinDelay. On a short
+// queueThreshold is the queueing delay above which QueueSignal calls a
+// round congested: ¼ min RTT, but at least QueueMinDelay. On a short
 // path ¼ min RTT is a couple of packets, which pacing quanta and ack
 // aggregation alone produce: at 16 Mbit/s × 10 ms (2.5 ms) the signal cut
 // a lone flow to 80 % every few rounds.
 func (b *BBR) queueThreshold() time.Duration {
-	return max(b.minRTT/4, bbrQueueMinDelay)
+	return max(b.minRTT/4, b.par.QueueMinDelay)
 }
 
 func (b *BBR) isProbingBW() bool {
@@ -578,9 +606,9 @@ func (b *BBR) isProbingBW() bool {
 // Beta once per round; and, here, raise them additively in quiet rounds.
 func (b *BBR) adaptLowerBounds() {
 	congested := b.lossInRound || b.ecnInRound || b.queueInRound
-	if bbrLoAddPackets > 0 && b.state == bbrCruise && !congested && b.minRTT > 0 &&
+	if b.par.LoAddPackets > 0 && b.state == bbrCruise && !congested && b.minRTT > 0 &&
 		b.maxRTTInRound > 0 && b.maxRTTInRound <= b.minRTT+b.queueThreshold() {
-		add := bbrLoAddPackets * float64(b.mss)
+		add := b.par.LoAddPackets * float64(b.mss)
 		if !math.IsInf(b.bwLo, 1) {
 			b.bwLo += add / b.minRTT.Seconds()
 			if b.bwLo >= b.maxBw {
@@ -595,7 +623,7 @@ func (b *BBR) adaptLowerBounds() {
 	if b.isProbingBW() || !congested {
 		return
 	}
-	if bbrPureBeta && !b.cruiseLossInRound && !b.ecnInRound && !b.queueInRound {
+	if b.par.PureBeta && !b.cruiseLossInRound && !b.ecnInRound && !b.queueInRound {
 		return // losses from our own bandwidth probe were answered by inflight_hi
 	}
 	if math.IsInf(b.bwLo, 1) {
@@ -605,21 +633,21 @@ func (b *BBR) adaptLowerBounds() {
 		b.inflightLo = b.cwnd
 	}
 	b.savedLo.bw, b.savedLo.inflight, b.savedLoRound = b.bwLo, b.inflightLo, b.roundCount
-	heavy := b.lostInRoundBytes > bbrPureBetaThresh*(b.lostInRoundBytes+b.deliveredInRound)
+	heavy := b.lostInRoundBytes > b.par.PureBetaThresh*(b.lostInRoundBytes+b.deliveredInRound)
 	// Only losses that come with a standing queue are competition; random
 	// loss on an uncongested path must not cut (BBR's point).
 	queued := b.minRTT > 0 && b.maxRTTInRound > b.minRTT+b.queueThreshold()
-	if bbrPureBeta && (heavy && (queued || !bbrQueuedLossOnly) || b.queueInRound) {
+	if b.par.PureBeta && (heavy && (queued || !b.par.QueuedLossOnly) || b.queueInRound) {
 		if b.roundCount < b.loCutRound+2 {
 			return // the previous cut has not had a round trip to show yet
 		}
-		if bbrNoCutWhileDraining && b.minRTTInRound > 0 && b.minRTTInRound < b.prevMinRTTInRound-b.minRTT/16 {
+		if b.par.NoCutWhileDraining && b.minRTTInRound > 0 && b.minRTTInRound < b.prevMinRTTInRound-b.minRTT/16 {
 			return // the queue is draining: the previous cut is working
 		}
 		b.loCutRound = b.roundCount
 		beta := bbrBeta
 		if !heavy {
-			beta = bbrQueueBeta // a standing queue without loss
+			beta = b.par.QueueBeta // a standing queue without loss
 		}
 		b.bwLo = beta * min(b.bwLo, max(b.bwLatest, b.bw))
 		b.inflightLo = beta * b.inflightLo
@@ -655,7 +683,7 @@ func (b *BBR) checkStartupHighLoss() {
 // Startup for seconds at 2.77 × pacing and 2 × BDP in flight, holding a
 // BDP of queue that every inner packet waited behind.
 func (b *BBR) checkStartupQueue() {
-	if !bbrStartupQueueExit || b.state != bbrStartup || b.fullBwReached || b.minRTT <= 0 ||
+	if !b.par.StartupQueueExit || b.state != bbrStartup || b.fullBwReached || b.minRTT <= 0 ||
 		b.prevMinRTTInRound <= 0 || b.maxBw <= 0 {
 		return
 	}
@@ -759,12 +787,12 @@ func (b *BBR) startDown(now mono.Time) {
 	b.bwLatest, b.inflightLatest = 0, 0
 	b.bwProbeUpCnt = math.Inf(1)
 	b.roundsSinceProbe = uint64(b.rng.IntN(2))
-	b.bwProbeWait = bbrProbeWaitBase + time.Duration(b.rng.Int64N(int64(bbrProbeWaitBase/2)))
+	b.bwProbeWait = b.par.ProbeWaitBase + time.Duration(b.rng.Int64N(int64(b.par.ProbeWaitBase/2)))
 	b.cycleStamp = now
 	b.ackPhase = acksProbeStopping
 	b.startRound()
 	b.state = bbrDown
-	b.pacingGain, b.cwndGain = bbrDownGain, bbrDefaultCwndGain
+	b.pacingGain, b.cwndGain = b.par.DownGain, bbrDefaultCwndGain
 }
 
 func (b *BBR) startCruise() {
@@ -862,7 +890,7 @@ func (b *BBR) adaptUpperBounds() {
 			b.cycleCount++
 			if b.bwHi[1] != 0 {
 				b.bwHi[0], b.bwHi[1] = b.bwHi[1], 0
-				if bbrMaxBwCycles == 1 {
+				if b.par.MaxBwCycles == 1 {
 					b.bwHi[0] = 0
 				}
 				b.maxBw = max(b.bwHi[0], b.bwHi[1])
@@ -888,7 +916,7 @@ func (b *BBR) adaptUpperBounds() {
 }
 
 func (b *BBR) isTimeToProbeBW(now mono.Time) bool {
-	reno := min(uint64(b.targetInflight()/float64(b.mss)), bbrProbeMaxRounds)
+	reno := min(uint64(b.targetInflight()/float64(b.mss)), b.par.ProbeMaxRounds)
 	if now.Sub(b.cycleStamp) > b.bwProbeWait || b.roundsSinceProbe >= reno {
 		b.startRefill()
 		return true
@@ -921,7 +949,7 @@ func (b *BBR) updateProbeBWCyclePhase(now mono.Time) {
 			b.startUp(now)
 		}
 	case bbrUp:
-		if bbrUpQueueExit && b.upQueueBuilt(now) {
+		if b.par.UpQueueExit && b.upQueueBuilt(now) {
 			b.startDown(now)
 		} else if b.cwndLimitedInRound && b.cwnd >= b.inflightHi {
 			b.resetFullBw()
@@ -994,7 +1022,7 @@ func (b *BBR) checkProbeRTT(now mono.Time) {
 func (b *BBR) updateControl(now mono.Time) {
 	// Pacing rate.
 	if b.bw > 0 {
-		rate := b.pacingGain * b.bw * (1 - bbrMargin)
+		rate := b.pacingGain * b.bw * (1 - b.par.Margin)
 		if b.fullBwReached || rate > b.pacingRate {
 			b.pacingRate = rate
 		}

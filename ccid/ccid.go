@@ -6,11 +6,10 @@
 package ccid
 
 import (
-	"fmt"
-	"sort"
 	"time"
 
 	"github.com/mptun/mptun/internal/mono"
+	"github.com/mptun/mptun/internal/registry"
 )
 
 // AckState is the two-bit state of an Ack Vector cell (RFC 4340 §11.4).
@@ -141,32 +140,27 @@ type Config struct {
 	HyStart bool
 	// ABE enables Alternative Backoff with ECN (RFC 8511) for CCID2.
 	ABE bool
+	// BBR, when set, replaces DefaultBBRParams (tests, evaluations).
+	BBR *BBRParams
 }
 
 // Factory builds a controller.
 type Factory func(cfg Config) Controller
 
-var registry = map[string]Factory{}
+var registered = registry.New[Factory]("congestion controller")
 
-// Register makes a controller available under name. It is called from the
-// implementations' init functions.
-func Register(name string, f Factory) { registry[name] = f }
+// Register makes a congestion controller available under name; implementations call it
+// from their init functions.
+func Register(name string, f Factory) { registered.Register(name, f) }
 
-// New returns a new controller by its config name.
+// New returns a new congestion controller by its config name.
 func New(name string, cfg Config) (Controller, error) {
-	f, ok := registry[name]
-	if !ok {
-		return nil, fmt.Errorf("unknown congestion controller %q (have %v)", name, Names())
+	f, err := registered.Lookup(name)
+	if err != nil {
+		return nil, err
 	}
 	return f(cfg), nil
 }
 
 // Names lists the registered controllers.
-func Names() []string {
-	names := make([]string, 0, len(registry))
-	for n := range registry {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	return names
-}
+func Names() []string { return registered.Names() }

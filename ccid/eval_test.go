@@ -116,10 +116,11 @@ type fairResult struct {
 // the second starting late. Jain's index is taken over [end-window, end];
 // converged is the time from which every 500 ms window up to end has
 // Jain ≥ 0.95 (-1: not even the last one).
-func fairRun(cc string, sp pathSpec, seed int64, late, end, window time.Duration) fairResult {
+func fairRun(cc string, cfg Config, sp pathSpec, seed int64, late, end, window time.Duration) fairResult {
 	n := newSimNet(seed, sp)
-	fa := n.addFlow(cc, Config{HyStart: true}, 0)
-	fb := n.addFlow(cc, Config{HyStart: true}, late)
+	cfg.HyStart = true
+	fa := n.addFlow(cc, cfg, 0)
+	fb := n.addFlow(cc, cfg, late)
 	n.run(end)
 	x, y := fa.rcv.goodput(end-window, end), fb.rcv.goodput(end-window, end)
 	res := fairResult{jain: jain(x, y), a: x / 1e6, b: y / 1e6, converged: late}
@@ -151,7 +152,7 @@ func TestEvalFairness(t *testing.T) {
 		{"bbr", pathSpec{RateBps: 100e6, RTT: 20 * time.Millisecond}, 0, 10 * time.Second},
 	} {
 		for seed := int64(1); seed <= 2; seed++ {
-			r := fairRun(c.cc, c.sp, seed, c.late, c.end, 3*time.Second)
+			r := fairRun(c.cc, Config{}, c.sp, seed, c.late, c.end, 3*time.Second)
 			t.Logf("%s, 2 flows, %g Mbit/s %v, 2nd +%v, seed %d: Jain %.3f over the last 3 s to %v (%.2f / %.2f Mbit/s)",
 				c.cc, c.sp.RateBps/1e6, c.sp.RTT, c.late, seed, r.jain, c.end, r.a, r.b)
 			if r.jain < 0.95 {
@@ -177,7 +178,7 @@ func BenchmarkFairnessGrid(b *testing.B) {
 			for _, sp := range []pathSpec{{RateBps: 20e6, RTT: 40 * time.Millisecond}, {RateBps: 100e6, RTT: 20 * time.Millisecond}, {RateBps: 10e6, RTT: 100 * time.Millisecond}, {RateBps: 50e6, RTT: 10 * time.Millisecond}} {
 				for _, late := range []time.Duration{0, time.Second} {
 					for seed := int64(1); seed <= seeds; seed++ {
-						r := fairRun(cc, sp, seed, late, end, 3*time.Second)
+						r := fairRun(cc, Config{}, sp, seed, late, end, 3*time.Second)
 						conv := "never"
 						if r.converged >= 0 {
 							conv = fmt.Sprintf("%.1f s", r.converged.Seconds())
@@ -211,11 +212,12 @@ type reorderResult struct {
 	spuriousNoReorder uint64
 }
 
-func reorderRun(cc string, sp pathSpec) reorderResult {
-	base := utilRun(cc, Config{HyStart: true}, sp, 1)
+func reorderRun(cc string, cfg Config, sp pathSpec) reorderResult {
+	cfg.HyStart = true
+	base := utilRun(cc, cfg, sp, 1)
 	re := sp
 	re.ReorderFrac, re.ReorderMax = 0.3, 20*time.Millisecond
-	r := utilRun(cc, Config{HyStart: true}, re, 1)
+	r := utilRun(cc, cfg, re, 1)
 	st := r.Flow.cc.State()
 	return reorderResult{
 		base: base.Util, reord: r.Util, spurious: st.SpuriousEvents, events: st.CongestionEvents,
@@ -227,7 +229,7 @@ func TestEvalReordering(t *testing.T) {
 	paths := []pathSpec{{RateBps: 20e6, RTT: 40 * time.Millisecond}, {RateBps: 20e6, RTT: 10 * time.Millisecond}}
 	for _, cc := range []string{"ccid2", "bbr"} {
 		for _, sp := range paths {
-			r := reorderRun(cc, sp)
+			r := reorderRun(cc, Config{}, sp)
 			ratio := r.reord / r.base
 			t.Logf("%s %g Mbit/s %v, 30%% reordered by ≤20 ms: throughput %.3f of the in-order %.3f (ratio %.3f), spurious events %d (in order: %d), congestion events %d",
 				cc, sp.RateBps/1e6, sp.RTT, r.reord, r.base, ratio, r.spurious, r.spuriousNoReorder, r.events)
@@ -250,7 +252,7 @@ func BenchmarkReorderGrid(b *testing.B) {
 		fmt.Fprintf(&out, "| cc | path | in order | 30%% reordered ≤20 ms | ratio | spurious events | congestion events |\n|---|---|---|---|---|---|---|\n")
 		for _, cc := range []string{"ccid2", "bbr"} {
 			for _, sp := range []pathSpec{{RateBps: 20e6, RTT: 10 * time.Millisecond}, {RateBps: 20e6, RTT: 40 * time.Millisecond}, {RateBps: 50e6, RTT: 40 * time.Millisecond}, {RateBps: 100e6, RTT: 100 * time.Millisecond}} {
-				r := reorderRun(cc, sp)
+				r := reorderRun(cc, Config{}, sp)
 				fmt.Fprintf(&out, "| %s | %g Mbit/s %d ms | %.3f | %.3f | %.3f | %d | %d |\n",
 					cc, sp.RateBps/1e6, sp.RTT.Milliseconds(), r.base, r.reord, r.reord/r.base, r.spurious, r.events)
 			}
@@ -278,45 +280,36 @@ func TestEvalHyStart(t *testing.T) {
 // BenchmarkBBRDeviations compares BBR with mptun's departures from the
 // draft (bbr.go) switched off and on.
 func BenchmarkBBRDeviations(b *testing.B) {
-	type knobs struct{ upq, avg, pure, capSent, queue, add, drain bool }
-	set := func(k knobs) {
-		bbrUpQueueExit, bbrAvgLatest, bbrPureBeta, bbrCapBySent = k.upq, k.avg, k.pure, k.capSent
-		bbrQueueSignal, bbrNoCutWhileDraining = k.queue, k.drain
-		bbrLoAddPackets = 0
-		if k.add {
-			bbrLoAddPackets = 2
-		}
-	}
-	defer set(knobs{bbrUpQueueExit, bbrAvgLatest, bbrPureBeta, bbrCapBySent, bbrQueueSignal, bbrLoAddPackets > 0, bbrNoCutWhileDraining})
+	// draft turns off the departures the draft has an answer for.
+	draft := DefaultBBRParams()
+	draft.UpQueueExit, draft.AvgLatest, draft.PureBeta, draft.CapBySent = false, false, false, false
+	draft.QueueSignal, draft.NoCutWhileDraining, draft.LoAddPackets = false, false, 0
+	mptun := DefaultBBRParams()
+	variants := []struct {
+		name string
+		cfg  Config
+	}{{"draft", Config{BBR: &draft}}, {"mptun", Config{BBR: &mptun}}}
 	paths := []pathSpec{{RateBps: 20e6, RTT: 40 * time.Millisecond}, {RateBps: 100e6, RTT: 20 * time.Millisecond}, {RateBps: 10e6, RTT: 100 * time.Millisecond}}
 	for i := 0; i < b.N; i++ {
 		var out strings.Builder
 		fmt.Fprintf(&out, "| variant | path | utilisation | p95 queue / RTT | Jain at 10 s (2nd flow +1 s, seeds 1–3) | reordering ratio |\n|---|---|---|---|---|---|\n")
-		for _, v := range []struct {
-			name string
-			k    knobs
-		}{{"draft", knobs{}}, {"mptun", knobs{true, false, true, true, true, true, true}}} {
-			set(v.k)
+		for _, v := range variants {
 			for _, sp := range paths {
-				u := utilRun("bbr", Config{}, sp, 1)
+				u := utilRun("bbr", v.cfg, sp, 1)
 				var js []string
 				for seed := int64(1); seed <= 3; seed++ {
-					js = append(js, fmt.Sprintf("%.3f", fairRun("bbr", sp, seed, time.Second, 10*time.Second, 3*time.Second).jain))
+					js = append(js, fmt.Sprintf("%.3f", fairRun("bbr", v.cfg, sp, seed, time.Second, 10*time.Second, 3*time.Second).jain))
 				}
-				r := reorderRun("bbr", sp)
+				r := reorderRun("bbr", v.cfg, sp)
 				fmt.Fprintf(&out, "| %s | %g Mbit/s %d ms | %.3f | %.2f | %s | %.3f |\n", v.name, sp.RateBps/1e6, sp.RTT.Milliseconds(),
 					u.Util, float64(u.P95Queue)/float64(sp.RTT), strings.Join(js, " "), r.reord/r.base)
 			}
 		}
 		fmt.Fprintf(&out, "\n| variant | 50 Mbit/s 40 ms, random loss 0.1%% / 1%% / 2%%: utilisation |\n|---|---|\n")
-		for _, v := range []struct {
-			name string
-			k    knobs
-		}{{"draft", knobs{}}, {"mptun", knobs{true, false, true, true, true, true, true}}} {
-			set(v.k)
+		for _, v := range variants {
 			var us []string
 			for _, loss := range []float64{0.001, 0.01, 0.02} {
-				us = append(us, fmt.Sprintf("%.3f", utilRun("bbr", Config{}, pathSpec{RateBps: 50e6, RTT: 40 * time.Millisecond, Loss: loss}, 1).Util))
+				us = append(us, fmt.Sprintf("%.3f", utilRun("bbr", v.cfg, pathSpec{RateBps: 50e6, RTT: 40 * time.Millisecond, Loss: loss}, 1).Util))
 			}
 			fmt.Fprintf(&out, "| %s | %s |\n", v.name, strings.Join(us, " / "))
 		}

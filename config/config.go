@@ -13,6 +13,8 @@ package config
 import (
 	"net/netip"
 	"time"
+
+	"github.com/mptun/mptun/internal/defaults"
 )
 
 // Config is a validated configuration with defaults filled in.
@@ -61,6 +63,10 @@ type Connection struct {
 	Retransmit     bool // loss repair: resend a lost data packet once
 	AQMTarget      time.Duration
 	RateLimit      uint64 // bits per second, 0 = none
+	ECN            bool   // RFC 6040 outer ECN and the controllers' ECN response
+	HyStart        bool   // HyStart++ in CCID2's slow start
+	ABE            bool   // ABE (RFC 8511) in CCID2's ECN response
+	InitialWindow  int    // packets; 0 = each controller's own
 	Classes        []Class
 	// Mode is how the paths share traffic: ModeAggregate, ModeActiveBackup
 	// or ModeSwitch (with the Switch thresholds).
@@ -159,12 +165,12 @@ type Capture struct {
 	MaxSize int64  // bytes before the file is rotated; 0 = unlimited
 }
 
-// Defaults.
+// Defaults (all of them are in internal/defaults).
 const (
-	DefaultTunnelName     = "mptun0"
-	DefaultPort           = 6511
-	DefaultServiceCode    = 0x6D707475 // "mptu"
-	DefaultPathMTU        = 1500
-	DefaultPrio           = 3
-	DefaultControlPattern = "/run/mptun/%i.sock"
+	DefaultTunnelName     = defaults.TunnelName
+	DefaultPort           = defaults.Port
+	DefaultServiceCode    = defaults.ServiceCode
+	DefaultPathMTU        = defaults.PathMTU
+	DefaultPrio           = defaults.Prio
+	DefaultControlPattern = defaults.ControlPattern
 )

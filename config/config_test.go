@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/mptun/mptun/internal/defaults"
 )
 
 func writeFile(t *testing.T, name, text string) string {
@@ -75,13 +77,13 @@ func TestDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := Connection{Role: "client", CCID: "bbr", Scheduler: "rr", Reorderer: "equalize",
-		ReorderMaxHold: 100 * time.Millisecond, ReorderBuffer: 4096, ServiceCode: DefaultServiceCode,
-		Keepalive: time.Second, PathTimeout: 3 * time.Second, SendQueue: 1024, AQM: true, AQMTarget: 20 * time.Millisecond}
-	if got := cfg.Connection; got.Role != want.Role || got.CCID != want.CCID || got.Scheduler != want.Scheduler ||
-		got.Reorderer != want.Reorderer || got.ReorderMaxHold != want.ReorderMaxHold || got.ReorderBuffer != want.ReorderBuffer ||
-		got.ServiceCode != want.ServiceCode || got.Keepalive != want.Keepalive || got.PathTimeout != want.PathTimeout ||
-		got.SendQueue != want.SendQueue || got.AQM != want.AQM || got.AQMTarget != want.AQMTarget {
+	// Absent keys take the one set of defaults.
+	want := Connection{Role: "client", CCID: defaults.CCID, Scheduler: defaults.Scheduler, Reorderer: defaults.Reorderer,
+		ReorderMaxHold: defaults.ReorderMaxHold, ReorderBuffer: defaults.ReorderBuffer, ServiceCode: defaults.ServiceCode,
+		Keepalive: defaults.Keepalive, PathTimeout: defaults.PathTimeout, SendQueue: defaults.SendQueue,
+		AQM: defaults.AQM, AQMTarget: defaults.AQMTarget, Retransmit: defaults.Retransmit,
+		ECN: defaults.ECN, HyStart: defaults.HyStart, ABE: defaults.ABE, InitialWindow: defaults.InitialWindow}
+	if got := cfg.Connection; !sameSettings(got, want) {
 		t.Errorf("connection defaults %+v", got)
 	}
 	if p := cfg.Paths[0]; p.Remote.Port() != DefaultPort || p.MTU != DefaultPathMTU || p.Weight != 1 || p.Prio != DefaultPrio {
@@ -109,6 +111,59 @@ remote = "198.51.100.1:6511"
 name = "lte"
 remote = "198.51.100.1"
 `
+
+// sameSettings compares the connection settings that have defaults.
+func sameSettings(a, b Connection) bool {
+	return a.Role == b.Role && a.CCID == b.CCID && a.Scheduler == b.Scheduler && a.Reorderer == b.Reorderer &&
+		a.ReorderMaxHold == b.ReorderMaxHold && a.ReorderBuffer == b.ReorderBuffer && a.ServiceCode == b.ServiceCode &&
+		a.Keepalive == b.Keepalive && a.PathTimeout == b.PathTimeout && a.SendQueue == b.SendQueue && a.AQM == b.AQM &&
+		a.AQMTarget == b.AQMTarget && a.Retransmit == b.Retransmit && a.ECN == b.ECN && a.HyStart == b.HyStart &&
+		a.ABE == b.ABE && a.InitialWindow == b.InitialWindow
+}
+
+// The shipped configs spell out every connection setting with the value
+// it has by default, so what they document is what runs: a change of a
+// default (internal/defaults) shows up here until they follow it.
+func TestShippedConfigsShowTheDefaults(t *testing.T) {
+	for _, name := range []string{"cpe.toml", "concentrator.toml"} {
+		cfg, err := Load(filepath.Join("..", "configs", name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := cfg.Connection
+		want := Connection{Role: got.Role, CCID: defaults.CCID, Scheduler: defaults.Scheduler, Reorderer: defaults.Reorderer,
+			ReorderMaxHold: defaults.ReorderMaxHold, ReorderBuffer: defaults.ReorderBuffer, ServiceCode: defaults.ServiceCode,
+			Keepalive: defaults.Keepalive, PathTimeout: defaults.PathTimeout, SendQueue: defaults.SendQueue,
+			AQM: defaults.AQM, AQMTarget: defaults.AQMTarget, Retransmit: defaults.Retransmit,
+			ECN: defaults.ECN, HyStart: defaults.HyStart, ABE: defaults.ABE, InitialWindow: defaults.InitialWindow}
+		if !sameSettings(got, want) {
+			t.Errorf("%s:\n got %+v\nwant %+v", name, got, want)
+		}
+		raw, err := os.ReadFile(filepath.Join("..", "configs", name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, key := range []string{"ccid", "scheduler", "reorderer", "reorder_max_hold", "reorder_buffer", "keepalive",
+			"path_timeout", "send_queue", "aqm", "aqm_target", "retransmit", "ecn", "hystart", "abe", "initial_window"} {
+			if !strings.Contains(string(raw), "\n"+key+" = ") {
+				t.Errorf("%s does not set connection.%s", name, key)
+			}
+		}
+	}
+}
+
+// The controller options reach the config as set.
+func TestControllerOptions(t *testing.T) {
+	p := writeFile(t, "cc.toml", strings.Replace(base, `scheduler = "rr"`,
+		"ccid = \"ccid2\"\nhystart = true\nabe = true\necn = false\ninitial_window = 32", 1))
+	cfg, err := Load(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := cfg.Connection; c.CCID != "ccid2" || !c.HyStart || !c.ABE || c.ECN || c.InitialWindow != 32 {
+		t.Errorf("connection %+v", c)
+	}
+}
 
 func TestBrokenConfigs(t *testing.T) {
 	tests := []struct {
@@ -148,6 +203,8 @@ func TestBrokenConfigs(t *testing.T) {
 		{"server without listen", strings.Replace(base[:strings.Index(base, "[[path]]")], `"client"`, `"server"`, 1), `x.toml: listen: role "server" needs at least one [[listen]] socket`},
 		{"listen bad address", strings.Replace(base[:strings.Index(base, "[[path]]")], `"client"`, `"server"`, 1) + "[[listen]]\naddress = \"0.0.0.0:99999\"\n",
 			`x.toml:10: listen[0].address: invalid address "0.0.0.0:99999" (want IP or IP:port)`},
+		{"hystart not a bool", strings.Replace(base, `scheduler = "rr"`, `hystart = "yes"`, 1), `x.toml:7: connection.hystart: wrong type: got string, want boolean`},
+		{"initial window out of range", strings.Replace(base, `scheduler = "rr"`, `initial_window = 5000`, 1), `x.toml:7: connection.initial_window: 5000 out of range 0..1000`},
 		{"bad rate", strings.Replace(base, `scheduler = "rr"`, `rate_limit = "fast"`, 1), `x.toml:7: connection.rate_limit: invalid rate "fast" (bits per second, e.g. "0", "50M", "1.5Gbit")`},
 		{"bad log level", base + "[log]\nlevel = \"loud\"\n", `x.toml:17: log.level: invalid value "loud": want "debug", "info", "warn", "error"`},
 		{"bad metrics listen", base + "[metrics]\nlisten = \"9100\"\n", `x.toml:17: metrics.listen: invalid listen address "9100": want host:port`},

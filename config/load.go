@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"github.com/BurntSushi/toml"
+
+	"github.com/mptun/mptun/internal/defaults"
 )
 
 // Names lists the component names the daemon has registered (ccid.Names(),
@@ -356,6 +358,10 @@ type rawConnection struct {
 	Retransmit     *bool      `toml:"retransmit"`
 	AQMTarget      *string    `toml:"aqm_target"`
 	RateLimit      *string    `toml:"rate_limit"`
+	ECN            *bool      `toml:"ecn"`
+	HyStart        *bool      `toml:"hystart"`
+	ABE            *bool      `toml:"abe"`
+	InitialWindow  *int64     `toml:"initial_window"`
 	Class          []rawClass `toml:"class"`
 	Mode           *string    `toml:"mode"`
 	Switch         struct {
@@ -378,27 +384,31 @@ func (c *checker) connection(raw *rawConfig, conn *Connection) {
 	default:
 		c.oneOf(top("connection.role"), rc.Role, RoleClient, RoleServer)
 	}
-	conn.CCID = deref(rc.CCID, "bbr")
+	conn.CCID = deref(rc.CCID, defaults.CCID)
 	c.name(top("connection.ccid"), "congestion controller", conn.CCID, c.names.CCIDs)
-	conn.Scheduler = deref(rc.Scheduler, "rr")
+	conn.Scheduler = deref(rc.Scheduler, defaults.Scheduler)
 	c.name(top("connection.scheduler"), "scheduler", conn.Scheduler, c.names.Schedulers)
-	conn.Reorderer = deref(rc.Reorderer, "equalize")
+	conn.Reorderer = deref(rc.Reorderer, defaults.Reorderer)
 	c.name(top("connection.reorderer"), "reorderer", conn.Reorderer, c.names.Reorderers)
 
-	conn.ReorderMaxHold = c.duration(top("connection.reorder_max_hold"), rc.ReorderMaxHold, 100*time.Millisecond, time.Microsecond, 10*time.Second)
-	conn.ReorderBuffer = int(c.intIn(top("connection.reorder_buffer"), rc.ReorderBuffer, 4096, 1, 1<<20))
+	conn.ReorderMaxHold = c.duration(top("connection.reorder_max_hold"), rc.ReorderMaxHold, defaults.ReorderMaxHold, time.Microsecond, 10*time.Second)
+	conn.ReorderBuffer = int(c.intIn(top("connection.reorder_buffer"), rc.ReorderBuffer, defaults.ReorderBuffer, 1, 1<<20))
 	conn.DropLate = rc.DropLate
 	sc := c.intIn(top("connection.service_code"), rc.ServiceCode, DefaultServiceCode, 0, math.MaxUint32-1)
 	conn.ServiceCode = uint32(sc)
-	conn.Keepalive = c.duration(top("connection.keepalive"), rc.Keepalive, time.Second, 10*time.Millisecond, time.Hour)
-	conn.PathTimeout = c.duration(top("connection.path_timeout"), rc.PathTimeout, 3*time.Second, 10*time.Millisecond, time.Hour)
+	conn.Keepalive = c.duration(top("connection.keepalive"), rc.Keepalive, defaults.Keepalive, 10*time.Millisecond, time.Hour)
+	conn.PathTimeout = c.duration(top("connection.path_timeout"), rc.PathTimeout, defaults.PathTimeout, 10*time.Millisecond, time.Hour)
 	if conn.Keepalive > 0 && conn.PathTimeout > 0 && conn.PathTimeout <= conn.Keepalive {
 		c.errf(top("connection.path_timeout"), "%v must be longer than keepalive %v", conn.PathTimeout, conn.Keepalive)
 	}
-	conn.SendQueue = int(c.intIn(top("connection.send_queue"), rc.SendQueue, 1024, 1, 1<<20))
-	conn.AQM = deref(rc.AQM, true)
-	conn.Retransmit = deref(rc.Retransmit, true)
-	conn.AQMTarget = c.duration(top("connection.aqm_target"), rc.AQMTarget, 20*time.Millisecond, 100*time.Microsecond, 10*time.Second)
+	conn.SendQueue = int(c.intIn(top("connection.send_queue"), rc.SendQueue, defaults.SendQueue, 1, 1<<20))
+	conn.AQM = deref(rc.AQM, defaults.AQM)
+	conn.Retransmit = deref(rc.Retransmit, defaults.Retransmit)
+	conn.AQMTarget = c.duration(top("connection.aqm_target"), rc.AQMTarget, defaults.AQMTarget, 100*time.Microsecond, 10*time.Second)
+	conn.ECN = deref(rc.ECN, defaults.ECN)
+	conn.HyStart = deref(rc.HyStart, defaults.HyStart)
+	conn.ABE = deref(rc.ABE, defaults.ABE)
+	conn.InitialWindow = int(c.intIn(top("connection.initial_window"), rc.InitialWindow, defaults.InitialWindow, 0, 1000))
 	if rc.RateLimit != nil {
 		r, err := ParseRate(*rc.RateLimit)
 		if err != nil {

@@ -4,46 +4,30 @@ package daemon
 
 import (
 	"encoding/json"
-	"errors"
-	"fmt"
 	"os"
-	"path/filepath"
 	"time"
 
+	"github.com/mptun/mptun/control"
 	"github.com/mptun/mptun/mpdccp/wire/pcapdccp"
 )
 
-// CaptureRequest is the "capture" method's parameters: write the tunnel's
-// datagrams to File (pcap, IP protocol 33) for Seconds.
-type CaptureRequest struct {
-	File    string  `json:"file"`
-	Seconds float64 `json:"seconds"`
-}
-
-const maxCapture = time.Hour
-
 func (d *Daemon) handleCapture(raw json.RawMessage) (any, error) {
-	var req CaptureRequest
-	dec := json.NewDecoder(bytesReader(raw))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&req); err != nil {
-		return nil, fmt.Errorf("capture: bad params: %w", err)
+	var req control.CaptureRequest
+	if err := control.DecodeParams(raw, &req); err != nil {
+		return nil, err
 	}
-	if req.File == "" || !filepath.IsAbs(req.File) {
-		return nil, errors.New("capture: file must be an absolute path")
+	if err := req.Validate(); err != nil {
+		return nil, err
 	}
-	dur := time.Duration(req.Seconds * float64(time.Second))
-	if dur <= 0 || dur > maxCapture {
-		return nil, fmt.Errorf("capture: seconds must be in (0, %v]", maxCapture.Seconds())
-	}
+	dur := req.Duration()
 	f, err := os.OpenFile(req.File, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o640)
 	if err != nil {
-		return nil, fmt.Errorf("capture: %w", err)
+		return nil, err
 	}
 	w, err := pcapdccp.NewWriter(f)
 	if err != nil {
 		f.Close()
-		return nil, fmt.Errorf("capture: %w", err)
+		return nil, err
 	}
 	lc := &lockedCapture{w: w}
 	d.dp.SetCapture(lc)

@@ -7,7 +7,6 @@ package daemon
 
 import (
 	"context"
-	"crypto/rand"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -20,7 +19,6 @@ import (
 
 	"github.com/mptun/mptun/capture"
 	"github.com/mptun/mptun/ccid"
-	"github.com/mptun/mptun/ccid/aqm"
 	"github.com/mptun/mptun/config"
 	"github.com/mptun/mptun/control"
 	"github.com/mptun/mptun/datapath"
@@ -92,34 +90,8 @@ func New(cfg *config.Config, log *slog.Logger) (d *Daemon, err error) {
 	if err != nil {
 		return nil, err
 	}
-	epCfg := mpdccp.Config{
-		ServiceCode: cfg.Connection.ServiceCode,
-		CCID:        cfg.Connection.CCID,
-		CC:          ccid.Config{MSS: maxPacket, RateLimit: float64(cfg.Connection.RateLimit)},
-		Scheduler:   cfg.Connection.Scheduler,
-		Reorderer:   cfg.Connection.Reorderer,
-		Reorder: reorder.Config{
-			MaxHold:     cfg.Connection.ReorderMaxHold,
-			BufferLimit: cfg.Connection.ReorderBuffer,
-			DropLate:    cfg.Connection.DropLate,
-			// Loss repair needs the gap held for about a round trip, so
-			// a path's own loss evidence must not skip it at once.
-			NoEarlyLoss: cfg.Connection.Retransmit,
-			HoldGaps:    cfg.Connection.Retransmit,
-		},
-		MaxPacket:   maxPacket,
-		SendQueue:   cfg.Connection.SendQueue,
-		Retransmit:  cfg.Connection.Retransmit,
-		AQM:         &aqm.Config{Disabled: !cfg.Connection.AQM, Target: cfg.Connection.AQMTarget},
-		Rand:        rand.Reader,
-		KeepAlive:   cfg.Connection.Keepalive,
-		PathTimeout: cfg.Connection.PathTimeout,
-		ECN:         true,
-	}
-	if cfg.Connection.Role == config.RoleServer {
-		epCfg.Role = mpdccp.Server
-	}
-	if epCfg.Classes, err = classRules(cfg); err != nil {
+	epCfg, err := engineConfig(cfg, maxPacket)
+	if err != nil {
 		return nil, err
 	}
 	if d.ep, err = mpdccp.NewEndpoint(epCfg); err != nil {
@@ -178,38 +150,6 @@ func New(cfg *config.Config, log *slog.Logger) (d *Daemon, err error) {
 		return nil, err
 	}
 	return d, nil
-}
-
-// classRules turns the config's traffic classes into classifier rules. A
-// class listing several port ranges becomes one rule per combination, all
-// with the class's scheduler.
-func classRules(cfg *config.Config) ([]scheduler.Rule, error) {
-	var rules []scheduler.Rule
-	for _, cl := range cfg.Connection.Classes {
-		if len(cl.Dst) > 0 {
-			return nil, fmt.Errorf("%s: connection.class.%s.dst: matching on destination prefixes is not supported yet", cfg.File, cl.Name)
-		}
-		src := portRanges(cl.SrcPorts)
-		dst := portRanges(cl.DstPorts)
-		for _, s := range src {
-			for _, d := range dst {
-				rules = append(rules, scheduler.Rule{Name: cl.Name, Proto: cl.Protocol, SrcPorts: s, DstPorts: d,
-					DSCP: cl.DSCP, Scheduler: cl.Scheduler})
-			}
-		}
-	}
-	return rules, nil
-}
-
-func portRanges(rs []config.PortRange) []scheduler.PortRange {
-	if len(rs) == 0 {
-		return []scheduler.PortRange{{}} // any port
-	}
-	out := make([]scheduler.PortRange, len(rs))
-	for i, r := range rs {
-		out[i] = scheduler.PortRange{Lo: r.Lo, Hi: r.Hi}
-	}
-	return out
 }
 
 // openSockets opens a server's listen sockets and returns the largest

@@ -3,7 +3,6 @@
 package daemon
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -15,8 +14,6 @@ import (
 	"github.com/mptun/mptun/internal/mono"
 	"github.com/mptun/mptun/pathmgr"
 )
-
-func bytesReader(b []byte) *bytes.Reader { return bytes.NewReader(b) }
 
 // reloadKey is one config key and whether a reload may change it while
 // the daemon runs. Field is its place in config.Config (dotted).
@@ -50,6 +47,10 @@ var reloadKeys = []reloadKey{
 	{"Connection.Retransmit", "connection.retransmit", true},
 	{"Connection.AQMTarget", "connection.aqm_target", false},
 	{"Connection.RateLimit", "connection.rate_limit", false},
+	{"Connection.ECN", "connection.ecn", false},
+	{"Connection.HyStart", "connection.hystart", false},
+	{"Connection.ABE", "connection.abe", false},
+	{"Connection.InitialWindow", "connection.initial_window", false},
 	{"Connection.Classes", "connection.class", false},
 	{"Connection.Mode", "connection.mode", true},
 	{"Connection.Switch", "connection.switch", true},

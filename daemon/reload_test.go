@@ -3,8 +3,6 @@
 package daemon
 
 import (
-	"os"
-	"path/filepath"
 	"reflect"
 	"slices"
 	"strings"
@@ -41,19 +39,6 @@ func TestReloadTableCoversConfig(t *testing.T) {
 			t.Errorf("config field %s is not in reloadKeys: say whether a reload applies it", leaf)
 		}
 	}
-}
-
-func load(t *testing.T, text string) *config.Config {
-	t.Helper()
-	p := filepath.Join(t.TempDir(), "cpe.toml")
-	if err := os.WriteFile(p, []byte(text), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := config.Load(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return cfg
 }
 
 const cpe = `[tunnel]

@@ -14,7 +14,6 @@ package datapath
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -89,8 +88,7 @@ type Stats struct {
 	UDPRead, UDPWritten           atomic.Uint64
 	UDPReadBatches, UDPSendCalls  atomic.Uint64
 	DroppedTooBig, DroppedNoRoute atomic.Uint64
-	DroppedQueueFull, DroppedECN  atomic.Uint64
-	MarkedCE                      atomic.Uint64
+	DroppedQueueFull              atomic.Uint64
 	SendErrors, TUNWriteErrors    atomic.Uint64
 }
 
@@ -563,8 +561,9 @@ func (d *Datapath) sendTooBig(pkt []byte) {
 	}
 }
 
-// handleUDP applies RFC 6040 decapsulation to each datagram and feeds it to
-// the engine.
+// handleUDP feeds each datagram to the engine with its outer ECN field;
+// the engine records a CE mark for the subflow, then marks or drops the
+// inner packet (RFC 6040).
 func (d *Datapath) handleUDP(now mono.Time, b *udpBatch) {
 	d.Stats.UDPRead.Add(uint64(b.n))
 	d.Stats.UDPReadBatches.Add(1)
@@ -572,11 +571,6 @@ func (d *Datapath) handleUDP(now mono.Time, b *udpBatch) {
 	for i := 0; i < b.n; i++ {
 		m := &b.msgs[i]
 		dg := m.Buf[:m.N]
-		ecn := m.TOS & 3
-		if ecn == ce && !d.decapCE(dg) {
-			d.Stats.DroppedECN.Add(1)
-			continue
-		}
 		to := local
 		if m.Local.IsValid() {
 			to = m.Local // a wildcard socket: the address the peer sent to
@@ -584,55 +578,8 @@ func (d *Datapath) handleUDP(now mono.Time, b *udpBatch) {
 		if cb := d.capture.Load(); cb != nil {
 			cb.c.WritePacket(time.Now(), m.Addr.Addr(), to, dg)
 		}
-		d.ep.HandleDatagram(now, b.slot.idx, m.Addr, to, dg, ecn)
+		d.ep.HandleDatagram(now, b.slot.idx, m.Addr, to, dg, m.TOS&3)
 	}
-}
-
-// decapCE handles an outer CE mark on a datagram: a Data/DataAck packet's
-// ECN-capable inner packet is marked CE (patching the inner and the DCCP
-// checksums); a Not-ECT one is dropped (false).
-func (d *Datapath) decapCE(dg []byte) bool {
-	off, ok := dccpPayloadOffset(dg)
-	if !ok {
-		return true // not a data packet: the engine still counts the mark
-	}
-	inner := dg[off:]
-	iecn, ok := innerECN(inner)
-	if !ok {
-		return true
-	}
-	switch decapECN(ce, iecn) {
-	case decapDrop:
-		return false
-	case decapMarkCE:
-		changes, n := setCE(inner)
-		if dg[5]&0xf == 0 { // CsCov 0: the DCCP checksum covers the payload
-			sum := binary.BigEndian.Uint16(dg[6:8])
-			for _, c := range changes[:n] {
-				sum = checksumPatch(sum, c.old, c.new)
-			}
-			binary.BigEndian.PutUint16(dg[6:8], sum)
-		}
-		d.Stats.MarkedCE.Add(1)
-	}
-	return true
-}
-
-// dccpPayloadOffset returns where the application data of a DCCP Data or
-// DataAck packet starts.
-func dccpPayloadOffset(dg []byte) (int, bool) {
-	if len(dg) < 16 {
-		return 0, false
-	}
-	typ := (dg[8] >> 1) & 0xf
-	if typ != 2 && typ != 4 { // Data, DataAck
-		return 0, false
-	}
-	off := int(dg[4]) * 4
-	if off < 16 || off >= len(dg) {
-		return 0, false
-	}
-	return off, true
 }
 
 // flush drains what the engine has to send, to deliver and to report;
@@ -663,12 +610,6 @@ func (d *Datapath) flushTx(now mono.Time) {
 		}
 		sl := d.slots[tx.Local]
 		dg := m.Buf[:tx.N]
-		var tos uint8 = ect0
-		if off, ok := dccpPayloadOffset(dg); ok {
-			if iecn, ok := innerECN(dg[off:]); ok {
-				tos = outerECN(iecn)
-			}
-		}
 		src := sl.sock.LocalAddr().Addr()
 		if tx.Src.IsValid() && !tx.Src.IsUnspecified() {
 			src = tx.Src
@@ -681,7 +622,7 @@ func (d *Datapath) flushTx(now mono.Time) {
 		slot.Buf, m.Buf = m.Buf, slot.Buf
 		slot.N = tx.N
 		slot.Addr = tx.Remote
-		slot.TOS = tos
+		slot.TOS = tx.ECN // the engine's RFC 6040 encapsulation
 		slot.Local = tx.Src
 		sl.txN++
 		if sl.txN == len(sl.tx) {

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mptun/mptun/internal/ecn"
 	"github.com/mptun/mptun/internal/mono"
 	"github.com/mptun/mptun/mpdccp"
 	"github.com/mptun/mptun/netio"
@@ -22,18 +23,22 @@ type side struct {
 	dp  *Datapath
 }
 
-func newSide(t *testing.T, role mpdccp.Role) (*side, *netio.Conn) {
+func newSide(t *testing.T, role mpdccp.Role, wrap func(*netio.Conn) Socket) (*side, *netio.Conn) {
 	t.Helper()
 	sock, err := netio.Open(netio.SocketConfig{Local: netip.MustParseAddrPort("127.0.0.1:0")})
 	if err != nil {
 		t.Fatalf("socket: %v", err)
 	}
-	ep, err := mpdccp.NewEndpoint(mpdccp.Config{Role: role, Reorderer: "fixed"})
+	ep, err := mpdccp.NewEndpoint(mpdccp.Config{Role: role, Reorderer: "fixed", ECN: true})
 	if err != nil {
 		t.Fatal(err)
 	}
+	var dpSock Socket = sock
+	if wrap != nil {
+		dpSock = wrap(sock)
+	}
 	s := &side{dev: tun.NewChannel("t", 1400, 16), ep: ep}
-	s.dp, err = New(Config{Endpoint: ep, Device: s.dev, Sockets: []Socket{sock}, InnerMTU: 1300,
+	s.dp, err = New(Config{Endpoint: ep, Device: s.dev, Sockets: []Socket{dpSock}, InnerMTU: 1300,
 		InnerAddrs: []netip.Addr{netip.MustParseAddr("10.99.0.1")}})
 	if err != nil {
 		t.Fatal(err)
@@ -43,10 +48,13 @@ func newSide(t *testing.T, role mpdccp.Role) (*side, *netio.Conn) {
 
 // startPair runs a client and a server data path over loopback UDP and
 // waits for the connection to open.
-func startPair(t *testing.T) (cli, srv *side) {
+func startPair(t *testing.T) (cli, srv *side) { return startPairWrapped(t, nil) }
+
+// startPairWrapped is startPair with the server's socket wrapped.
+func startPairWrapped(t *testing.T, wrapSrv func(*netio.Conn) Socket) (cli, srv *side) {
 	t.Helper()
-	srv, srvSock := newSide(t, mpdccp.Server)
-	cli, cliSock := newSide(t, mpdccp.Client)
+	srv, srvSock := newSide(t, mpdccp.Server, wrapSrv)
+	cli, cliSock := newSide(t, mpdccp.Client, nil)
 	if _, err := cli.ep.Dial(mono.Now(), []mpdccp.PathConfig{{ID: 0, Local: 0, LocalAddr: cliSock.LocalAddr(),
 		Remote: srvSock.LocalAddr()}}); err != nil {
 		t.Fatal(err)
@@ -80,9 +88,21 @@ func startPair(t *testing.T) (cli, srv *side) {
 	return nil, nil
 }
 
-// ipv4UDP is an inner packet numbered id.
-func ipv4UDP(id uint32, size int, df bool) []byte {
-	p := ipv4Packet(ect0, df, size-20)
+// ipv4UDP is an ECT(0) inner packet numbered id.
+func ipv4UDP(id uint32, size int, df bool) []byte { return ipv4UDPECN(id, size, df, ecn.ECT0) }
+
+// ipv4UDPECN is an inner packet numbered id with the ECN field v.
+func ipv4UDPECN(id uint32, size int, df bool, v uint8) []byte {
+	p := make([]byte, size)
+	p[0], p[1] = 0x45, v
+	binary.BigEndian.PutUint16(p[2:], uint16(len(p)))
+	if df {
+		p[6] = 0x40
+	}
+	p[8], p[9] = 64, 17
+	copy(p[12:], []byte{10, 0, 0, 1})
+	copy(p[16:], []byte{10, 0, 0, 2})
+	binary.BigEndian.PutUint16(p[10:], ^inetSum(p[:20], 0))
 	binary.BigEndian.PutUint32(p[28:], id)
 	return p
 }

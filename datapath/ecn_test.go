@@ -3,123 +3,159 @@
 package datapath
 
 import (
+	"context"
 	"encoding/binary"
-	"net/netip"
+	"sync"
 	"testing"
+	"time"
+
+	"github.com/mptun/mptun/internal/ecn"
+	"github.com/mptun/mptun/internal/mono"
+	"github.com/mptun/mptun/mpdccp"
+	"github.com/mptun/mptun/netio"
 )
 
-func ipv4Packet(tos uint8, df bool, payload int) []byte {
-	p := make([]byte, 20+payload)
-	p[0] = 0x45
-	p[1] = tos
-	binary.BigEndian.PutUint16(p[2:], uint16(len(p)))
-	if df {
-		p[6] = 0x40
-	}
-	p[8], p[9] = 64, 17
-	copy(p[12:], []byte{10, 0, 0, 1})
-	copy(p[16:], []byte{10, 0, 0, 2})
-	binary.BigEndian.PutUint16(p[10:], ^inetSum(p[:20], 0))
-	return p
+// bottleneck wraps the server's real socket: it records the outer ECN
+// field the kernel reports for each datagram carrying an inner packet
+// (over 500 bytes here) and can rewrite it, as an ECN-marking router on
+// the way would.
+type bottleneck struct {
+	*netio.Conn
+	mu    sync.Mutex
+	seen  map[uint8]int
+	mark  int // rewrite this many more data datagrams' field to CE
+	marks int
 }
 
-func TestDecapECN(t *testing.T) {
-	cases := []struct {
-		outer, inner uint8
-		want         decapDecision
-	}{
-		{notECT, notECT, decapForward},
-		{ect0, notECT, decapForward},
-		{ce, notECT, decapDrop},
-		{ce, ect0, decapMarkCE},
-		{ce, ect1, decapMarkCE},
-		{ce, ce, decapForward},
-		{ect1, ect0, decapForward},
-	}
-	for _, c := range cases {
-		if got := decapECN(c.outer, c.inner); got != c.want {
-			t.Errorf("decapECN(%d,%d) = %d, want %d", c.outer, c.inner, got, c.want)
+func (b *bottleneck) ReadBatch(msgs []netio.Message) (int, error) {
+	n, err := b.Conn.ReadBatch(msgs)
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for i := 0; i < n; i++ {
+		if msgs[i].N < 500 {
+			continue
+		}
+		b.seen[msgs[i].TOS&3]++
+		if b.mark > 0 {
+			b.mark--
+			b.marks++
+			msgs[i].TOS |= ecn.CE
 		}
 	}
-	if outerECN(notECT) != ect0 || outerECN(ect1) != ect1 || outerECN(ce) != ce {
-		t.Error("outerECN does not copy ECT/CE or set ECT(0) for Not-ECT")
+	return n, err
+}
+
+func (b *bottleneck) outer() map[uint8]int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	m := map[uint8]int{}
+	for k, v := range b.seen {
+		m[k] = v
+		delete(b.seen, k)
+	}
+	return m
+}
+
+func (b *bottleneck) setMark(n int) {
+	b.mu.Lock()
+	b.mark = n
+	b.mu.Unlock()
+}
+
+func startECNPair(t *testing.T) (cli, srv *side, bn *bottleneck) {
+	bn = &bottleneck{seen: map[uint8]int{}}
+	cli, srv = startPairWrapped(t, func(c *netio.Conn) Socket { bn.Conn = c; return bn })
+	return cli, srv, bn
+}
+
+// receive collects n inner packets from dev, or what came within wait.
+func receive(s *side, n int, wait time.Duration) [][]byte {
+	var got [][]byte
+	timeout := time.After(wait)
+	for len(got) < n {
+		select {
+		case p := <-s.dev.Outbound:
+			got = append(got, p)
+		case <-timeout:
+			return got
+		}
+	}
+	return got
+}
+
+func senderECNMarks(t *testing.T, cli *side) uint64 {
+	var marks uint64
+	if err := cli.dp.Do(context.Background(), func(now mono.Time, ep *mpdccp.Endpoint) {
+		marks = ep.Conns()[0].Stats().Paths[0].CC.ECNMarks
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return marks
+}
+
+// The outer header of a data datagram carries its inner packet's ECN
+// field, as the kernel reports it on the far socket: ECT(0) inside, ECT(0)
+// outside; Not-ECT inside, Not-ECT outside (RFC 6040 §4.1).
+func TestOuterECNCopiesInner(t *testing.T) {
+	cli, srv, bn := startECNPair(t)
+	for _, v := range []uint8{ecn.NotECT, ecn.ECT0, ecn.ECT1} {
+		bn.outer()
+		for i := uint32(0); i < 20; i++ {
+			cli.dev.Inbound <- ipv4UDPECN(i, 1000, false, v)
+		}
+		if got := receive(srv, 20, 5*time.Second); len(got) != 20 {
+			t.Fatalf("inner ECN %d: %d of 20 delivered", v, len(got))
+		}
+		if seen := bn.outer(); seen[v] != 20 || len(seen) != 1 {
+			t.Errorf("inner ECN %d: outer fields %v, want all %d", v, seen, v)
+		}
 	}
 }
 
-func TestSetCEKeepsIPv4ChecksumValid(t *testing.T) {
-	p := ipv4Packet(0xb8|ect0, false, 10) // DSCP EF + ECT(0)
-	ch, n := setCE(p)
-	if n != 2 {
-		t.Fatalf("changes = %d", n)
+// Outer CE: the subflow records it (the sender's controller counts ECN
+// marks), then an ECT inner packet leaves the tunnel marked CE with a
+// valid header checksum and a Not-ECT one is dropped (RFC 6040 §4.2).
+func TestOuterCEMarksOrDropsInner(t *testing.T) {
+	cli, srv, bn := startECNPair(t)
+	before := senderECNMarks(t, cli)
+	bn.setMark(10)
+	for i := uint32(0); i < 10; i++ {
+		cli.dev.Inbound <- ipv4UDPECN(i, 1000, false, ecn.ECT0)
 	}
-	if p[1] != 0xb8|ce {
-		t.Fatalf("TOS = %#x, want DSCP kept and CE set", p[1])
+	got := receive(srv, 10, 5*time.Second)
+	if len(got) != 10 {
+		t.Fatalf("%d of 10 ECT(0) packets delivered", len(got))
 	}
-	if inetSum(p[:20], 0) != 0xffff {
-		t.Error("IPv4 header checksum invalid after setCE")
-	}
-	// Patching an outer sum over the same bytes with the reported changes
-	// equals recomputing it.
-	q := ipv4Packet(0xb8|ect0, false, 10)
-	before := ^inetSum(q, 0)
-	for _, c := range ch[:n] {
-		before = checksumPatch(before, c.old, c.new)
-	}
-	if want := ^inetSum(p, 0); before != want {
-		t.Errorf("patched sum %#x, recomputed %#x", before, want)
-	}
-}
-
-func TestSetCEIPv6(t *testing.T) {
-	p := make([]byte, 48)
-	p[0], p[1] = 0x60|0x0b, 0x80|ect1<<4 // traffic class 0xb9 spans the two bytes
-	setCE(p)
-	if ecn, _ := innerECN(p); ecn != ce {
-		t.Fatalf("ECN = %d after setCE", ecn)
-	}
-	if p[0] != 0x6b || p[1]&0xc0 != 0x80 {
-		t.Errorf("DSCP bits changed: % x", p[:2])
-	}
-}
-
-func TestTooBig(t *testing.T) {
-	buf := make([]byte, 1500)
-	if tooBig(buf, ipv4Packet(0, false, 1400), 1300, netip.Addr{}) != nil {
-		t.Error("ICMP sent for IPv4 without DF")
-	}
-	pkt := ipv4Packet(0, true, 1400)
-	icmp := tooBig(buf, pkt, 1300, netip.MustParseAddr("10.0.0.2"))
-	if icmp == nil {
-		t.Fatal("no ICMP for IPv4 with DF")
-	}
-	if icmp[9] != 1 || icmp[20] != 3 || icmp[21] != 4 {
-		t.Fatalf("not ICMP frag-needed: % x", icmp[:24])
-	}
-	if binary.BigEndian.Uint16(icmp[26:]) != 1300 {
-		t.Error("next-hop MTU not set")
-	}
-	if inetSum(icmp[:20], 0) != 0xffff || inetSum(icmp[20:], 0) != 0xffff {
-		t.Error("bad IPv4 or ICMP checksum")
-	}
-	if netip.AddrFrom4([4]byte(icmp[16:20])) != netip.MustParseAddr("10.0.0.1") {
-		t.Error("ICMP not addressed to the original sender")
+	for _, p := range got {
+		if v, _ := ecn.Get(p); v != ecn.CE || ^inetSum(p[:20], 0) != 0 {
+			t.Fatalf("delivered with ECN %d, header checksum %#x", v, ^inetSum(p[:20], 0))
+		}
 	}
 
-	v6 := make([]byte, 1400)
-	v6[0], v6[6] = 0x60, 17
-	binary.BigEndian.PutUint16(v6[4:], 1360)
-	src, dst := netip.MustParseAddr("fd00::1").As16(), netip.MustParseAddr("fd00::2").As16()
-	copy(v6[8:], src[:])
-	copy(v6[24:], dst[:])
-	icmp = tooBig(buf, v6, 1280, netip.MustParseAddr("fd00::2"))
-	if len(icmp) != 1280 || icmp[40] != 2 || binary.BigEndian.Uint32(icmp[44:]) != 1280 {
-		t.Fatalf("bad ICMPv6 PTB: len %d % x", len(icmp), icmp[40:48])
+	bn.setMark(5)
+	for i := uint32(100); i < 120; i++ {
+		cli.dev.Inbound <- ipv4UDPECN(i, 1000, false, ecn.NotECT)
 	}
-	var ph [40]byte
-	copy(ph[:32], icmp[8:40])
-	binary.BigEndian.PutUint32(ph[32:], uint32(len(icmp)-40))
-	ph[39] = 58
-	if inetSum(icmp[40:], uint32(inetSum(ph[:], 0))) != 0xffff {
-		t.Error("bad ICMPv6 checksum")
+	got = receive(srv, 15, 5*time.Second)
+	got = append(got, receive(srv, 1, 300*time.Millisecond)...) // nothing more
+	if len(got) != 15 {
+		t.Fatalf("%d of 20 Not-ECT packets delivered, want the 15 not marked", len(got))
+	}
+	for _, p := range got {
+		if id := binary.BigEndian.Uint32(p[28:]); id < 105 {
+			t.Errorf("packet %d, marked CE over Not-ECT, was delivered", id)
+		}
+	}
+	var dropped uint64
+	srv.dp.Do(context.Background(), func(now mono.Time, ep *mpdccp.Endpoint) { dropped = ep.Stats().InnerECNDropped })
+	if dropped != 5 {
+		t.Errorf("engine dropped %d inner packets, want 5", dropped)
+	}
+	deadline := time.Now().Add(3 * time.Second)
+	for senderECNMarks(t, cli) < before+15 && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if m := senderECNMarks(t, cli) - before; m < 15 {
+		t.Errorf("the sender's controller counted %d ECN marks of the 15", m)
 	}
 }

@@ -53,7 +53,7 @@ func (h *recHook) has(k mpdccp.EventKind) bool {
 // any, adds two, replaces one, and keeps delivering; the hook sees the
 // engine's events and gets its timer.
 func TestSocketsAddedAndReplacedWhileRunning(t *testing.T) {
-	srv, srvSock := newSide(t, mpdccp.Server)
+	srv, srvSock := newSide(t, mpdccp.Server, nil)
 	ep, err := mpdccp.NewEndpoint(mpdccp.Config{Role: mpdccp.Client, Reorderer: "fixed"})
 	if err != nil {
 		t.Fatal(err)

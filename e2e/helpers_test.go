@@ -18,7 +18,6 @@ import (
 	"time"
 
 	"github.com/mptun/mptun/control"
-	"github.com/mptun/mptun/daemon"
 	"github.com/mptun/mptun/internal/netns"
 )
 
@@ -45,7 +44,7 @@ var (
 	buildErr  error
 )
 
-// binaries builds mptund and mptun once per test binary.
+// binaries builds mptund, mptun and mptun-lab once per test binary.
 func binaries(t *testing.T) string {
 	t.Helper()
 	buildOnce.Do(func() {
@@ -53,7 +52,8 @@ func binaries(t *testing.T) string {
 		if buildErr != nil {
 			return
 		}
-		cmd := exec.Command("go", "build", "-o", binDir+"/", "github.com/mptun/mptun/cmd/mptund", "github.com/mptun/mptun/cmd/mptun")
+		cmd := exec.Command("go", "build", "-o", binDir+"/", "github.com/mptun/mptun/cmd/mptund", "github.com/mptun/mptun/cmd/mptun",
+			"github.com/mptun/mptun/cmd/mptun-lab")
 		out, err := cmd.CombinedOutput()
 		if err != nil {
 			buildErr = fmt.Errorf("go build: %v: %s", err, out)
@@ -184,9 +184,9 @@ func (d *daemonProc) stop() error {
 	}
 }
 
-func status(t *testing.T, socket string) daemon.Status {
+func status(t *testing.T, socket string) control.Status {
 	t.Helper()
-	var st daemon.Status
+	var st control.Status
 	if err := control.Call(socket, "status", nil, &st); err != nil {
 		t.Fatalf("status: %v", err)
 	}
@@ -198,7 +198,7 @@ func waitOpen(t *testing.T, socket string, n int, timeout time.Duration) {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
 	for time.Now().Before(deadline) {
-		var st daemon.Status
+		var st control.Status
 		if control.Call(socket, "status", nil, &st) == nil && len(st.Conns) == 1 && st.Conns[0].State == "open" &&
 			st.Conns[0].OpenPaths() >= n {
 			return

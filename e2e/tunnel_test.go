@@ -17,7 +17,6 @@ import (
 	"time"
 
 	"github.com/mptun/mptun/control"
-	"github.com/mptun/mptun/daemon"
 )
 
 // e2eSeconds is the length of the throughput runs (issue: 20 s).
@@ -106,7 +105,7 @@ func TestTunnelEndToEnd(t *testing.T) {
 		secs := e2eSeconds()
 		// Capture a window of the run for the wire-format check below.
 		pcap := filepath.Join(t.TempDir(), "run.pcap")
-		if err := control.Call(cpe.socket, "capture", daemon.CaptureRequest{File: pcap, Seconds: 2}, nil); err != nil {
+		if err := control.Call(cpe.socket, "capture", control.CaptureRequest{File: pcap, Seconds: 2}, nil); err != nil {
 			t.Fatalf("capture: %v", err)
 		}
 		mptunMbps, mptunRetr = iperf(t, ctx, tp.srv, tp.cpe, "10.99.0.1", secs, nil)

@@ -4,10 +4,8 @@ package metrics
 
 import (
 	"bytes"
-	"encoding/json"
 	"io"
 	"net/http"
-	"strings"
 	"testing"
 	"time"
 
@@ -126,39 +124,6 @@ func TestHTTP(t *testing.T) {
 	}
 	if _, err := ListenHTTP(s.Addr().String(), reg, nil); err == nil {
 		t.Error("second listener on the same port succeeded")
-	}
-}
-
-func TestEvents(t *testing.T) {
-	var buf bytes.Buffer
-	log, err := NewLogger(&buf, "debug", "json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ev := NewEvents(log)
-	ev.PathDown("c1", "dsl", "timeout")
-	ev.Congestion("c1", "dsl", "loss", 14000, 30*time.Millisecond)
-	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
-	if len(lines) != 2 {
-		t.Fatalf("got %d records: %q", len(lines), buf.String())
-	}
-	var rec map[string]any
-	if err := json.Unmarshal([]byte(lines[0]), &rec); err != nil {
-		t.Fatal(err)
-	}
-	if rec["event"] != EventPathDown || rec["path"] != "dsl" || rec["level"] != "WARN" || rec["reason"] != "timeout" {
-		t.Errorf("record %v", rec)
-	}
-	buf.Reset()
-	log, _ = NewLogger(&buf, "info", "text")
-	NewEvents(log).Congestion("c1", "dsl", "loss", 1, 0)
-	if buf.Len() != 0 {
-		t.Errorf("congestion event logged at info: %q", buf.String())
-	}
-	for _, bad := range [][2]string{{"loud", "text"}, {"info", "xml"}} {
-		if _, err := NewLogger(io.Discard, bad[0], bad[1]); err == nil {
-			t.Errorf("NewLogger(%q, %q) succeeded", bad[0], bad[1])
-		}
 	}
 }
 

@@ -92,8 +92,11 @@ func TestTrafficClassUnderBulkLoad(t *testing.T) {
 	aqmCfg := &aqm.Config{Target: time.Millisecond, Interval: 20 * time.Millisecond}
 	h := newHarness(t, harnessConfig{seed: 3,
 		links: []netsim.LinkConfig{link(5e6, 10*time.Millisecond, 0), link(5e6, 20*time.Millisecond, 0.05)},
-		cli:   Config{Scheduler: "rr", Reorderer: "fixed", Classes: cls, AQM: aqmCfg, Retransmit: true},
-		srv:   Config{Reorderer: "fixed", Classes: cls, Retransmit: true},
+		// ccid2: written when it was the engine's default. (With bbr the
+		// 5 %-loss path paces so slowly that about half the copies are
+		// not seen as duplicates; left to the BBR loss-response work.)
+		cli: Config{CCID: "ccid2", Scheduler: "rr", Reorderer: "fixed", Classes: cls, AQM: aqmCfg, Retransmit: true},
+		srv: Config{CCID: "ccid2", Reorderer: "fixed", Classes: cls, Retransmit: true},
 	})
 	voip := map[uint32]int{}
 	h.onDeliver = func(side int, c *Conn, b []byte) {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/mptun/mptun/ccid"
 	"github.com/mptun/mptun/ccid/aqm"
+	"github.com/mptun/mptun/internal/defaults"
 	"github.com/mptun/mptun/internal/mono"
 	"github.com/mptun/mptun/mpdccp/wire"
 	"github.com/mptun/mptun/reorder"
@@ -325,7 +326,7 @@ func (c *Conn) schedulerFor(class int) scheduler.Scheduler {
 // SetScheduler swaps the scheduler of the default traffic class.
 func (c *Conn) SetScheduler(name string) error {
 	c.touch()
-	s, err := scheduler.New(resolveName(name, defaultScheduler, fallbackScheduler, scheduler.Names()), scheduler.Config{})
+	s, err := scheduler.New(orDefault(name, defaults.Scheduler), scheduler.Config{})
 	if err != nil {
 		return fmt.Errorf("mpdccp: %w", err)
 	}
@@ -338,7 +339,7 @@ func (c *Conn) SetScheduler(name string) error {
 // delivered first (they are moved in arrival order).
 func (c *Conn) SetReorderer(name string, cfg reorder.Config) error {
 	c.touch()
-	r, err := reorder.New(resolveName(name, defaultReorderer, fallbackReorderer, reorder.Names()), cfg)
+	r, err := reorder.New(orDefault(name, defaults.Reorderer), cfg)
 	if err != nil {
 		return fmt.Errorf("mpdccp: %w", err)
 	}
@@ -370,10 +371,7 @@ func (c *Conn) pathByID(id int) *subflow {
 func (c *Conn) newSubflow(now mono.Time, p PathConfig, join bool) (*subflow, error) {
 	c.touch()
 	e := c.ep
-	name := e.ccidName
-	if p.CCID != "" {
-		name = resolveName(p.CCID, defaultCCID, fallbackCCID, ccid.Names())
-	}
+	name := orDefault(p.CCID, e.ccidName)
 	cfg := e.cfg.CC
 	if cfg.MSS == 0 {
 		cfg.MSS = e.cfg.MaxPacket

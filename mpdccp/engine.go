@@ -43,6 +43,7 @@ import (
 
 	"github.com/mptun/mptun/ccid"
 	"github.com/mptun/mptun/ccid/aqm"
+	"github.com/mptun/mptun/internal/defaults"
 	"github.com/mptun/mptun/internal/mono"
 	"github.com/mptun/mptun/mpdccp/wire"
 	"github.com/mptun/mptun/reorder"
@@ -72,44 +73,41 @@ type PathConfig struct {
 type Config struct {
 	Role        Role
 	ServiceCode uint32
-	CCID        string // congestion controller name; default "ccid2"
+	CCID        string // congestion controller name; default defaults.CCID
 	CC          ccid.Config
-	Scheduler   string // default "rr"
-	Reorderer   string // default "passive"
-	Reorder     reorder.Config
-	MaxSubflows int // server side limit per connection, default 8
-	MaxPacket   int // max DCCP packet (UDP payload) size, default 1452
-	SendQueue   int // inner packets queued per connection, default 1024
+	Scheduler   string         // default defaults.Scheduler
+	Reorderer   string         // default defaults.Reorderer
+	Reorder     reorder.Config // zero MaxHold, BufferLimit: defaults.ReorderMaxHold, ReorderBuffer
+	MaxSubflows int            // server side limit per connection, default defaults.MaxSubflows
+	MaxPacket   int            // max DCCP packet (UDP payload) size, default defaults.MaxPacket
+	SendQueue   int            // inner packets queued per connection, default defaults.SendQueue
 	// Retransmit enables loss repair: a data packet a subflow reports lost
 	// is sent once more with its MP_SEQ (see rtx.go). The receiver's
-	// reorderer should then hold gaps for about a round trip.
+	// reorderer should then hold gaps for about a round trip. (Like AQM
+	// and ECN, off when zero; the daemon sets the product's defaults.)
 	Retransmit bool
 	// Classes map inner packets (protocol, ports, DSCP) to their own
 	// scheduler; unmatched packets use Scheduler.
 	Classes []scheduler.Rule
 	// AQM, when set, manages the send queue (CoDel marking CE on ECT inner
 	// packets, dropping Not-ECT ones); nil keeps a drop-tail FIFO. Limit
-	// and Drop are set by the engine.
+	// and Drop are set by the engine, a zero Target is defaults.AQMTarget.
 	AQM         *aqm.Config
 	Rand        io.Reader     // keys, nonces, ISS, initial MP_SEQ; default crypto/rand
-	KeepAlive   time.Duration // probe an idle subflow, default 1 s
-	PathTimeout time.Duration // subflow failed after this long without a packet, default 3 s
+	KeepAlive   time.Duration // probe an idle subflow, default defaults.Keepalive
+	PathTimeout time.Duration // subflow failed after this long without a packet, default defaults.PathTimeout
 	// IdleTimeout closes a connection when nothing was heard on any of its
-	// subflows for this long (default 30 s): a peer that vanished.
+	// subflows for this long (default defaults.IdleTimeout): a peer that vanished.
 	IdleTimeout time.Duration
-	// MaxConns limits the connections a server accepts (0 = 1024).
+	// MaxConns limits the connections a server accepts (default defaults.MaxConns).
 	MaxConns int
-	// ECN marks data packets ECT(0) in Transmit.ECN.
+	// ECN sets Transmit.ECN: a data packet's outer header carries its
+	// inner packet's ECN field, the engine's own packets ECT(0); inner
+	// packets arriving under CE are marked or dropped (RFC 6040, ecn.go).
 	ECN bool
 	// InitialMPSeq, when non-zero, fixes the first MP_SEQ (tests).
 	InitialMPSeq uint64
 }
-
-const (
-	defaultCCID      = "ccid2"
-	defaultScheduler = "rr"
-	defaultReorderer = "passive"
-)
 
 // Transmit describes a datagram PollTransmit wrote.
 type Transmit struct {
@@ -197,7 +195,10 @@ type EndpointStats struct {
 	Dropped                   [numDropReasons]uint64 // indexed by DropReason
 	ResetsSent                uint64
 	EventsLost                uint64
-	Conns                     int
+	// Inner packets that arrived under an outer CE mark (RFC 6040):
+	// marked CE, or dropped because they were Not-ECT.
+	InnerCEMarked, InnerECNDropped uint64
+	Conns                          int
 }
 
 // Endpoint is one side of MP-DCCP: a client with one connection or a
@@ -255,31 +256,42 @@ const maxEvents = 1024
 // NewEndpoint validates cfg and returns an Endpoint.
 func NewEndpoint(cfg Config) (*Endpoint, error) {
 	if cfg.MaxSubflows == 0 {
-		cfg.MaxSubflows = 8
+		cfg.MaxSubflows = defaults.MaxSubflows
 	}
 	if cfg.MaxPacket == 0 {
-		cfg.MaxPacket = 1452
+		cfg.MaxPacket = defaults.MaxPacket
 	}
 	if cfg.MaxPacket < 128 || cfg.MaxPacket > 65507 {
 		return nil, fmt.Errorf("mpdccp: MaxPacket %d out of range [128, 65507]", cfg.MaxPacket)
 	}
 	if cfg.SendQueue == 0 {
-		cfg.SendQueue = 1024
+		cfg.SendQueue = defaults.SendQueue
 	}
 	if cfg.Rand == nil {
 		cfg.Rand = rand.Reader
 	}
 	if cfg.KeepAlive == 0 {
-		cfg.KeepAlive = time.Second
+		cfg.KeepAlive = defaults.Keepalive
 	}
 	if cfg.PathTimeout == 0 {
-		cfg.PathTimeout = 3 * time.Second
+		cfg.PathTimeout = defaults.PathTimeout
 	}
 	if cfg.IdleTimeout == 0 {
-		cfg.IdleTimeout = 30 * time.Second
+		cfg.IdleTimeout = defaults.IdleTimeout
 	}
 	if cfg.MaxConns == 0 {
-		cfg.MaxConns = 1024
+		cfg.MaxConns = defaults.MaxConns
+	}
+	if cfg.Reorder.MaxHold == 0 {
+		cfg.Reorder.MaxHold = defaults.ReorderMaxHold
+	}
+	if cfg.Reorder.BufferLimit == 0 {
+		cfg.Reorder.BufferLimit = defaults.ReorderBuffer
+	}
+	if cfg.AQM != nil && cfg.AQM.Target == 0 {
+		a := *cfg.AQM
+		a.Target = defaults.AQMTarget
+		cfg.AQM = &a
 	}
 	e := &Endpoint{
 		cfg:     cfg,
@@ -291,9 +303,9 @@ func NewEndpoint(cfg Config) (*Endpoint, error) {
 		runs:    make([]ccid.AckRun, 0, 256),
 	}
 	e.pool.size = cfg.MaxPacket
-	e.ccidName = resolveName(cfg.CCID, defaultCCID, fallbackCCID, ccid.Names())
-	e.schedName = resolveName(cfg.Scheduler, defaultScheduler, fallbackScheduler, scheduler.Names())
-	e.reoName = resolveName(cfg.Reorderer, defaultReorderer, fallbackReorderer, reorder.Names())
+	e.ccidName = orDefault(cfg.CCID, defaults.CCID)
+	e.schedName = orDefault(cfg.Scheduler, defaults.Scheduler)
+	e.reoName = orDefault(cfg.Reorderer, defaults.Reorderer)
 	if _, err := ccid.New(e.ccidName, cfg.CC); err != nil {
 		return nil, fmt.Errorf("mpdccp: %w", err)
 	}
@@ -304,6 +316,14 @@ func NewEndpoint(cfg Config) (*Endpoint, error) {
 		return nil, fmt.Errorf("mpdccp: %w", err)
 	}
 	return e, nil
+}
+
+// orDefault is name, or def when name is empty.
+func orDefault(name, def string) string {
+	if name == "" {
+		return def
+	}
+	return name
 }
 
 // MaxPayload is the largest inner packet Conn.Send accepts: MaxPacket minus
@@ -649,6 +669,11 @@ func (e *Endpoint) PollDeliver(now mono.Time, buf []byte) (int, *Conn, bool) {
 		it, ok := c.reo.Pop(now)
 		if !ok {
 			c.mayDeliver = false
+			continue
+		}
+		if len(it.Buf) == 0 { // its MP_SEQ, without the packet RFC 6040 dropped
+			e.pool.put(it.Buf)
+			i--
 			continue
 		}
 		e.dlRR = (e.dlRR + i) % n

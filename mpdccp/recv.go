@@ -231,7 +231,7 @@ func (c *Conn) handlePacket(now mono.Time, sf *subflow, p *wire.Packet, ecn uint
 	switch p.Type {
 	case wire.TypeData, wire.TypeDataAck:
 		if fresh {
-			c.receiveData(now, sf, p, &ro)
+			c.receiveData(now, sf, p, &ro, ecn)
 			sf.dataSinceAck++
 			if disorder || sf.dataSinceAck >= sf.rxAckRatio {
 				sf.ackNow = true
@@ -269,7 +269,7 @@ func (c *Conn) handlePacket(now mono.Time, sf *subflow, p *wire.Packet, ecn uint
 }
 
 // receiveData hands a data packet's payload to the reorderer.
-func (c *Conn) receiveData(now mono.Time, sf *subflow, p *wire.Packet, ro *rxOpts) {
+func (c *Conn) receiveData(now mono.Time, sf *subflow, p *wire.Packet, ro *rxOpts, ecn uint8) {
 	sf.stats.DataIn++
 	if !ro.hasMPSeq {
 		c.ep.drop(DropNoMPSeq)
@@ -288,6 +288,9 @@ func (c *Conn) receiveData(now mono.Time, sf *subflow, p *wire.Packet, ro *rxOpt
 	}
 	b := c.ep.pool.get()
 	n := copy(b, p.Payload)
+	if !c.ep.decapInner(ecn, b[:n]) {
+		n = 0 // its MP_SEQ still counts; PollDeliver skips it
+	}
 	it := reorder.Item{Seq: ro.mpSeq, Path: sf.id, PathSeq: sf.dataSeq(p.Seq, ro), Arrival: now, Buf: b[:n]}
 	// Redundant traffic classes (VoIP) are delivered at once: they must not
 	// wait behind a gap in the bulk traffic nor be equalised, and as every

@@ -448,7 +448,7 @@ func TestPluggableComponents(t *testing.T) {
 	cases := []struct{ ccid, sched, reo string }{
 		{"ccid2", "rr", "passive"},
 		{"bbr", "srtt", "adaptive"},
-		{"mpdccp-window", "mpdccp-rr", "mpdccp-passive"},
+		{"", "", ""}, // the defaults
 		{"ccid2", "redundant", "passive"},
 		{"ccid2", "otias", "fixed"},
 		{"bbr", "ecf", "equalize"},
@@ -775,10 +775,10 @@ func h2paths(c *Conn) int {
 
 // BenchmarkConnMemory reports the heap one connection costs, client and
 // server ends together, two paths each, after 50 packets each way (so the
-// send queues and reorder buffers exist), with the engine's default
-// reorder buffer and the daemon's (4096).
+// send queues and reorder buffers exist), with the reorder package's own
+// default buffer (2048) and the product's (0: defaults.ReorderBuffer).
 func BenchmarkConnMemory(b *testing.B) {
-	for _, reoBuf := range []int{0, 4096} {
+	for _, reoBuf := range []int{reorder.DefaultBufferLimit, 0} {
 		b.Run(fmt.Sprintf("reorder_buffer=%d", reoBuf), func(b *testing.B) {
 			const clients = 100
 			for i := 0; i < b.N; i++ {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/mptun/mptun/ccid"
+	"github.com/mptun/mptun/internal/defaults"
 	"github.com/mptun/mptun/reorder"
 	"github.com/mptun/mptun/scheduler"
 )
@@ -18,7 +19,7 @@ import (
 
 // SetScheduler makes connections opened from now on use scheduler name.
 func (e *Endpoint) SetScheduler(name string) error {
-	n := resolveName(name, defaultScheduler, fallbackScheduler, scheduler.Names())
+	n := orDefault(name, defaults.Scheduler)
 	if _, err := scheduler.New(n, scheduler.Config{}); err != nil {
 		return fmt.Errorf("mpdccp: %w", err)
 	}
@@ -29,7 +30,7 @@ func (e *Endpoint) SetScheduler(name string) error {
 // SetReorderer makes connections opened from now on use reorderer name
 // with cfg.
 func (e *Endpoint) SetReorderer(name string, cfg reorder.Config) error {
-	n := resolveName(name, defaultReorderer, fallbackReorderer, reorder.Names())
+	n := orDefault(name, defaults.Reorderer)
 	if _, err := reorder.New(n, cfg); err != nil {
 		return fmt.Errorf("mpdccp: %w", err)
 	}
@@ -40,7 +41,7 @@ func (e *Endpoint) SetReorderer(name string, cfg reorder.Config) error {
 // SetCCID makes paths opened from now on (joins included) use controller
 // name unless their PathConfig names one.
 func (e *Endpoint) SetCCID(name string) error {
-	n := resolveName(name, defaultCCID, fallbackCCID, ccid.Names())
+	n := orDefault(name, defaults.CCID)
 	if _, err := ccid.New(n, e.cfg.CC); err != nil {
 		return fmt.Errorf("mpdccp: %w", err)
 	}

@@ -485,8 +485,8 @@ func (c *Conn) build(now mono.Time, sf *subflow, buf []byte, ps *pktSpec) (Trans
 		sf.stats.AcksOut++
 	}
 	t := Transmit{N: n, Path: sf.id, Local: sf.local, Remote: sf.remote, Src: sf.localAddr.Addr()}
-	if isData && c.ep.cfg.ECN {
-		t.ECN = 2 // ECT(0)
+	if c.ep.cfg.ECN {
+		t.ECN = outerECN(isData, ps.payload)
 	}
 	return t, true
 }

@@ -7,11 +7,10 @@
 package reorder
 
 import (
-	"fmt"
-	"sort"
 	"time"
 
 	"github.com/mptun/mptun/internal/mono"
+	"github.com/mptun/mptun/internal/registry"
 )
 
 // Item is one received inner packet. Buf is owned by the reorderer from a
@@ -139,26 +138,20 @@ func (c Config) withDefaults() Config {
 // Factory builds a reorderer.
 type Factory func(cfg Config) Reorderer
 
-var registry = map[string]Factory{}
+var registered = registry.New[Factory]("reorderer")
 
-// Register makes a reorderer available under name.
-func Register(name string, f Factory) { registry[name] = f }
+// Register makes a reorderer available under name; implementations call it
+// from their init functions.
+func Register(name string, f Factory) { registered.Register(name, f) }
 
 // New returns a new reorderer by its config name.
 func New(name string, cfg Config) (Reorderer, error) {
-	f, ok := registry[name]
-	if !ok {
-		return nil, fmt.Errorf("unknown reorderer %q (have %v)", name, Names())
+	f, err := registered.Lookup(name)
+	if err != nil {
+		return nil, err
 	}
 	return f(cfg), nil
 }
 
 // Names lists the registered reorderers.
-func Names() []string {
-	names := make([]string, 0, len(registry))
-	for n := range registry {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	return names
-}
+func Names() []string { return registered.Names() }

@@ -50,7 +50,7 @@ type Classifier struct {
 // NewClassifier checks rules and builds a classifier whose default class
 // uses defaultScheduler.
 func NewClassifier(defaultScheduler string, rules []Rule) (*Classifier, error) {
-	if _, ok := registry[defaultScheduler]; !ok {
+	if !registered.Has(defaultScheduler) {
 		return nil, fmt.Errorf("default class: unknown scheduler %q (have %v)", defaultScheduler, Names())
 	}
 	c := &Classifier{names: []string{defaultScheduler}}
@@ -59,7 +59,7 @@ func NewClassifier(defaultScheduler string, rules []Rule) (*Classifier, error) {
 		if name == "" {
 			name = fmt.Sprintf("#%d", i+1)
 		}
-		if _, ok := registry[r.Scheduler]; !ok {
+		if !registered.Has(r.Scheduler) {
 			return nil, fmt.Errorf("class rule %s: unknown scheduler %q (have %v)", name, r.Scheduler, Names())
 		}
 		for _, pr := range []PortRange{r.SrcPorts, r.DstPorts} {

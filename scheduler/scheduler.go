@@ -6,11 +6,10 @@
 package scheduler
 
 import (
-	"fmt"
-	"sort"
 	"time"
 
 	"github.com/mptun/mptun/internal/mono"
+	"github.com/mptun/mptun/internal/registry"
 )
 
 // Path is the engine's view of one subflow, refreshed before each Pick.
@@ -95,26 +94,20 @@ func (c Config) withDefaults() Config {
 // Factory builds a scheduler.
 type Factory func(cfg Config) Scheduler
 
-var registry = map[string]Factory{}
+var registered = registry.New[Factory]("scheduler")
 
-// Register makes a scheduler available under name.
-func Register(name string, f Factory) { registry[name] = f }
+// Register makes a scheduler available under name; implementations call it
+// from their init functions.
+func Register(name string, f Factory) { registered.Register(name, f) }
 
 // New returns a new scheduler by its config name.
 func New(name string, cfg Config) (Scheduler, error) {
-	f, ok := registry[name]
-	if !ok {
-		return nil, fmt.Errorf("unknown scheduler %q (have %v)", name, Names())
+	f, err := registered.Lookup(name)
+	if err != nil {
+		return nil, err
 	}
 	return f(cfg), nil
 }
 
 // Names lists the registered schedulers.
-func Names() []string {
-	names := make([]string, 0, len(registry))
-	for n := range registry {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	return names
-}
+func Names() []string { return registered.Names() }

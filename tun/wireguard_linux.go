@@ -10,8 +10,8 @@ import (
 	wgtun "golang.zx2c4.com/wireguard/tun"
 )
 
-// wgDevice wraps the wireguard-go device and drains its events, which
-// mptun does not use (netlink carries link state to the path manager).
+// wgDevice wraps the wireguard-go device. Its events (the TUN device up
+// or down, MTU changes) are drained: nothing in mptun acts on them.
 type wgDevice struct {
 	wgtun.Device
 }

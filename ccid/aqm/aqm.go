@@ -11,10 +11,11 @@
 package aqm
 
 import (
-	"math"
 	"time"
 
+	"github.com/mptun/mptun/internal/codel"
 	"github.com/mptun/mptun/internal/mono"
+	"github.com/mptun/mptun/internal/ring"
 )
 
 // Config parameterises a Queue. The zero value gets RFC 8289's defaults.
@@ -57,17 +58,12 @@ type entry struct {
 // concurrent use; the connection's owner goroutine drives it.
 type Queue struct {
 	cfg   Config
-	ring  []entry
-	head  int
-	n     int
+	fifo  *ring.Ring[entry]
 	bytes int
 
-	// CoDel state (RFC 8289 §5).
-	firstAboveTime mono.Time
-	dropNext       mono.Time
-	count          uint32
-	lastCount      uint32
-	dropping       bool
+	codel  codel.State
+	params codel.Params
+	cur    entry // the packet CoDel is deciding on
 
 	stats Stats
 }
@@ -75,22 +71,23 @@ type Queue struct {
 // New returns an empty queue.
 func New(cfg Config) *Queue {
 	if cfg.Target <= 0 {
-		cfg.Target = 5 * time.Millisecond
+		cfg.Target = codel.DefaultTarget
 	}
 	if cfg.Interval <= 0 {
-		cfg.Interval = 100 * time.Millisecond
+		cfg.Interval = codel.DefaultInterval
 	}
 	if cfg.Limit <= 0 {
 		cfg.Limit = 1024
 	}
 	if cfg.MTU <= 0 {
-		cfg.MTU = 1500
+		cfg.MTU = codel.DefaultMTU
 	}
-	return &Queue{cfg: cfg, ring: make([]entry, cfg.Limit)}
+	return &Queue{cfg: cfg, fifo: ring.New[entry](cfg.Limit),
+		params: codel.Params{Target: cfg.Target, Interval: cfg.Interval, MTU: cfg.MTU}}
 }
 
 // Len is the number of queued packets, Bytes their size.
-func (q *Queue) Len() int   { return q.n }
+func (q *Queue) Len() int   { return q.fifo.Len() }
 func (q *Queue) Bytes() int { return q.bytes }
 
 // Stats returns the counters.
@@ -98,22 +95,21 @@ func (q *Queue) Stats() Stats { return q.stats }
 
 // HeadSojourn is how long the oldest packet has waited, or 0.
 func (q *Queue) HeadSojourn(now mono.Time) time.Duration {
-	if q.n == 0 {
+	if q.fifo.Len() == 0 {
 		return 0
 	}
-	return now.Sub(q.ring[q.head].enq)
+	return now.Sub(q.fifo.Front().enq)
 }
 
 // Enqueue appends pkt at now. It reports false, after handing pkt to
 // Config.Drop, when the queue is full.
 func (q *Queue) Enqueue(now mono.Time, pkt []byte) bool {
-	if q.n == len(q.ring) || q.cfg.LimitBytes > 0 && q.bytes+len(pkt) > q.cfg.LimitBytes {
+	if q.fifo.Len() >= q.cfg.Limit || q.cfg.LimitBytes > 0 && q.bytes+len(pkt) > q.cfg.LimitBytes {
 		q.stats.TailDropped++
 		q.drop(pkt)
 		return false
 	}
-	q.ring[(q.head+q.n)%len(q.ring)] = entry{pkt: pkt, enq: now}
-	q.n++
+	q.fifo.Push(entry{pkt: pkt, enq: now})
 	q.bytes += len(pkt)
 	q.stats.Enqueued++
 	return true
@@ -126,53 +122,40 @@ func (q *Queue) drop(pkt []byte) {
 }
 
 func (q *Queue) pop() (entry, bool) {
-	if q.n == 0 {
-		return entry{}, false
-	}
-	e := q.ring[q.head]
-	q.ring[q.head] = entry{}
-	q.head = (q.head + 1) % len(q.ring)
-	q.n--
+	e, ok := q.fifo.Pop()
 	q.bytes -= len(e.pkt)
-	return e, true
+	return e, ok
 }
 
-// doDequeue pops the head and says whether CoDel's sojourn condition has
-// held for an interval (RFC 8289 dodequeue).
-func (q *Queue) doDequeue(now mono.Time) (entry, bool, bool) {
+// codelView is the queue as internal/codel sees it.
+type codelView Queue
+
+// Next pops the head as CoDel's current packet.
+func (v *codelView) Next(now mono.Time) (time.Duration, int, bool) {
+	q := (*Queue)(v)
 	e, ok := q.pop()
+	q.cur = e
 	if !ok {
-		q.firstAboveTime = 0
-		return e, false, false
+		return 0, 0, false
 	}
 	soj := now.Sub(e.enq)
 	if soj > q.stats.MaxSojourn {
 		q.stats.MaxSojourn = soj
 	}
-	if soj < q.cfg.Target || q.bytes <= q.cfg.MTU {
-		q.firstAboveTime = 0
-		return e, true, false
-	}
-	if q.firstAboveTime == 0 {
-		q.firstAboveTime = now.Add(q.cfg.Interval)
-		return e, true, false
-	}
-	return e, true, now >= q.firstAboveTime
+	return soj, q.bytes, true
 }
 
-func (q *Queue) controlLaw(t mono.Time) mono.Time {
-	return t.Add(time.Duration(float64(q.cfg.Interval) / math.Sqrt(float64(q.count))))
-}
-
-// signal marks e's packet CE if it is ECN-capable (and returns true: the
-// packet is still sent), else drops it.
-func (q *Queue) signal(e entry) bool {
-	if !q.cfg.NoECN && MarkCE(e.pkt) {
+// Signal marks the current packet CE if it is ECN-capable (it is still
+// sent), else drops it.
+func (v *codelView) Signal() bool {
+	q := (*Queue)(v)
+	if !q.cfg.NoECN && MarkCE(q.cur.pkt) {
 		q.stats.Marked++
 		return true
 	}
 	q.stats.Dropped++
-	q.drop(e.pkt)
+	q.drop(q.cur.pkt)
+	q.cur = entry{}
 	return false
 }
 
@@ -180,57 +163,16 @@ func (q *Queue) signal(e entry) bool {
 // empty. Packets CoDel drops go to Config.Drop; packets it marks are
 // returned with CE set.
 func (q *Queue) Dequeue(now mono.Time) ([]byte, bool) {
+	var ok bool
 	if q.cfg.Disabled {
-		e, ok, _ := q.doDequeue(now)
-		if ok {
-			q.stats.Dequeued++
-		}
-		return e.pkt, ok
+		_, _, ok = (*codelView)(q).Next(now)
+	} else {
+		ok = q.codel.Dequeue(now, q.params, (*codelView)(q))
 	}
-	e, ok, okToDrop := q.doDequeue(now)
+	e := q.cur
+	q.cur = entry{}
 	if !ok {
-		q.dropping = false
 		return nil, false
-	}
-	if q.dropping {
-		if !okToDrop {
-			q.dropping = false
-		}
-		for q.dropping && now >= q.dropNext {
-			q.count++
-			if q.signal(e) {
-				q.dropNext = q.controlLaw(q.dropNext)
-				break
-			}
-			e, ok, okToDrop = q.doDequeue(now)
-			if !ok {
-				q.dropping = false
-				return nil, false
-			}
-			if !okToDrop {
-				q.dropping = false
-			} else {
-				q.dropNext = q.controlLaw(q.dropNext)
-			}
-		}
-	} else if okToDrop {
-		sent := q.signal(e)
-		if !sent {
-			e, ok, _ = q.doDequeue(now)
-		}
-		q.dropping = true
-		// Resume near the previous drop rate if we were dropping recently.
-		delta := q.count - q.lastCount
-		if delta > 1 && now.Sub(q.dropNext) < 16*q.cfg.Interval {
-			q.count = delta
-		} else {
-			q.count = 1
-		}
-		q.dropNext = q.controlLaw(now)
-		q.lastCount = q.count
-		if !ok {
-			return nil, false
-		}
 	}
 	q.stats.Dequeued++
 	return e.pkt, true

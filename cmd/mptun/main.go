@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: MIT
 
 // Command mptun is mptun's command line: it talks to a running mptund over
-// its control socket, runs the built-in lab and the benchmarks.
+// its control socket (package control only) and starts the built-in lab
+// and the benchmarks, which live in mptun-lab.
 //
 //	mptun status [--json]                 connection, paths, RTT, cwnd, rate, loss, counters
 //	mptun set scheduler|reorderer NAME    change at runtime
@@ -9,7 +10,7 @@
 //	mptun capture -w FILE [-d 10s]        pcap of the tunnel's packets (IP protocol 33)
 //	mptun monitor [--status] [--json]     live path and connection events
 //	mptun lab run FILE [--out DIR]        run a lab scenario
-//	mptun bench throughput|aggregate|handover [--json]
+//	mptun bench throughput|aggregate|handover|voip|cc [--json]
 //
 // Global flags: -s SOCKET (default /run/mptun/mptun0.sock) or -i INSTANCE.
 package main
@@ -26,7 +27,6 @@ import (
 	"time"
 
 	"github.com/mptun/mptun/control"
-	"github.com/mptun/mptun/daemon"
 )
 
 var version = "dev"
@@ -51,8 +51,8 @@ commands:
   set prio PATH N                set a path's MP_PRIO by id or name (0 never, 1 standby, 2 secondary, >=3 primary)
   capture -w FILE [-d DURATION]  write the tunnel's packets as pcap (IP protocol 33) for DURATION
   monitor [--status] [-d DUR]    print path events as they happen (up, down, suspect, joins, rebinds, mode switches)
-  lab run FILE [--out DIR]       run a lab scenario (root)
-  bench throughput|aggregate|handover [--json]   benchmarks against wireguard-go / kernel MPTCP (root)
+  lab run FILE [--out DIR]       run a lab scenario (root; in the mptun-lab program)
+  bench throughput|aggregate|handover|voip|cc [--json]   benchmarks against wireguard-go / kernel MPTCP (root; mptun-lab)
   version
 `)
 }
@@ -88,10 +88,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		err = cmdCapture(g, rest, stderr)
 	case "monitor":
 		err = cmdMonitor(g, rest, stderr)
-	case "lab":
-		return labMain(rest, stdout, stderr)
-	case "bench":
-		return benchMain(rest, g.json, stdout, stderr)
+	case "lab", "bench":
+		return labCommand(cmd, rest, g.json, stdout, stderr)
 	case "version":
 		fmt.Fprintln(stdout, "mptun", version)
 	case "help", "-h", "--help":
@@ -139,8 +137,8 @@ func cmdStatus(g globals, args []string) error {
 	if len(args) != 0 {
 		return usageError{"status takes no arguments"}
 	}
-	var st daemon.Status
-	if err := control.Call(g.socket, "status", nil, &st); err != nil {
+	var st control.Status
+	if err := control.Call(g.socket, control.MethodStatus, nil, &st); err != nil {
 		return fmt.Errorf("status via %s: %w", g.socket, err)
 	}
 	if g.json {
@@ -150,7 +148,11 @@ func cmdStatus(g globals, args []string) error {
 	return nil
 }
 
-func printStatus(w io.Writer, st daemon.Status) {
+func printStatus(w io.Writer, st control.Status) {
+	if st.APIVersion != control.APIVersion {
+		fmt.Fprintf(w, "(the daemon speaks control API version %d, this mptun version %d: fields may be missing)\n",
+			st.APIVersion, control.APIVersion)
+	}
 	fmt.Fprintf(w, "%s %s  inner MTU %d  up %s\n", st.Role, st.Tunnel, st.InnerMTU,
 		(time.Duration(st.UptimeS) * time.Second).String())
 	if len(st.Conns) == 0 {
@@ -198,7 +200,7 @@ func bytesStr(b uint64) string {
 }
 
 func cmdSet(g globals, args []string) error {
-	var req daemon.SetRequest
+	var req control.SetRequest
 	switch {
 	case len(args) == 2 && args[0] == "scheduler":
 		req.Scheduler = args[1]
@@ -223,7 +225,7 @@ func cmdSet(g globals, args []string) error {
 	default:
 		return usageError{"set scheduler NAME | set reorderer NAME | set hold DURATION | set mode MODE | set prio PATH N"}
 	}
-	if err := control.Call(g.socket, "set", req, nil); err != nil {
+	if err := control.Call(g.socket, control.MethodSet, req, nil); err != nil {
 		return err
 	}
 	if g.json {
@@ -248,8 +250,8 @@ func cmdCapture(g globals, args []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	req := daemon.CaptureRequest{File: abs, Seconds: dur.Seconds()}
-	if err := control.Call(g.socket, "capture", req, nil); err != nil {
+	req := control.CaptureRequest{File: abs, Seconds: dur.Seconds()}
+	if err := control.Call(g.socket, control.MethodCapture, req, nil); err != nil {
 		return err
 	}
 	time.Sleep(*dur + 100*time.Millisecond)

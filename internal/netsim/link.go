@@ -5,25 +5,13 @@ package netsim
 import (
 	"time"
 
+	"github.com/mptun/mptun/internal/lossmodel"
 	"github.com/mptun/mptun/internal/mono"
+	"github.com/mptun/mptun/internal/ring"
 )
 
-// GilbertElliott is a two-state bursty loss model. Each packet first moves
-// the chain (good→bad with PGoodBad, bad→good with PBadGood), then is lost
-// with the loss probability of the state it is in.
-type GilbertElliott struct {
-	PGoodBad, PBadGood float64
-	LossGood, LossBad  float64
-}
-
-// MeanLoss is the stationary loss probability of the chain.
-func (g GilbertElliott) MeanLoss() float64 {
-	if g.PGoodBad+g.PBadGood == 0 {
-		return g.LossGood
-	}
-	pBad := g.PGoodBad / (g.PGoodBad + g.PBadGood)
-	return (1-pBad)*g.LossGood + pBad*g.LossBad
-}
+// GilbertElliott is the two-state bursty loss model (internal/lossmodel).
+type GilbertElliott = lossmodel.GilbertElliott
 
 // Outage is a time interval in which the link silently drops everything.
 type Outage struct{ Start, End mono.Time }
@@ -69,12 +57,11 @@ type Link struct {
 
 	// departures holds the serialization end time and size of every packet
 	// still queued or being serialized, oldest first.
-	departures  []departure
-	head        int // departures[:head] have left
+	departures  ring.Ring[departure]
 	queued      int
 	busyUntil   mono.Time
 	lastArrival mono.Time
-	geBad       bool
+	ge          lossmodel.Chain
 	stats       LinkStats
 }
 
@@ -100,16 +87,9 @@ func (l *Link) Stats() LinkStats { return l.stats }
 
 func (l *Link) drain() {
 	now := l.sim.now
-	for l.head < len(l.departures) && l.departures[l.head].at <= now {
-		l.queued -= l.departures[l.head].size
-		l.head++
-	}
-	// Compact only when most of the slice is spent, so a deep queue costs
-	// amortised O(1) per packet rather than a copy per Send.
-	if l.head > 64 && l.head*2 > len(l.departures) {
-		n := copy(l.departures, l.departures[l.head:])
-		l.departures = l.departures[:n]
-		l.head = 0
+	for l.departures.Len() > 0 && l.departures.Front().at <= now {
+		d, _ := l.departures.Pop()
+		l.queued -= d.size
 	}
 }
 
@@ -139,21 +119,8 @@ func (l *Link) inOutage(t mono.Time) bool {
 
 func (l *Link) lost() bool {
 	rng := l.sim.rng
-	if g := l.cfg.GE; g != nil {
-		if l.geBad {
-			if rng.Float64() < g.PBadGood {
-				l.geBad = false
-			}
-		} else if rng.Float64() < g.PGoodBad {
-			l.geBad = true
-		}
-		p := g.LossGood
-		if l.geBad {
-			p = g.LossBad
-		}
-		if p > 0 && rng.Float64() < p {
-			return true
-		}
+	if g := l.cfg.GE; g != nil && l.ge.Lost(g, rng) {
+		return true
 	}
 	return l.cfg.Loss > 0 && rng.Float64() < l.cfg.Loss
 }
@@ -181,7 +148,7 @@ func (l *Link) Send(p Packet) bool {
 		done = start.Add(time.Duration(float64(p.Size) * 8 / l.cfg.Rate * 1e9))
 	}
 	l.busyUntil = done
-	l.departures = append(l.departures, departure{at: done, size: p.Size})
+	l.departures.Push(departure{at: done, size: p.Size})
 	l.queued += p.Size
 	if l.queued > l.stats.MaxQueueBytes {
 		l.stats.MaxQueueBytes = l.queued

@@ -11,19 +11,18 @@ package emu
 import (
 	"fmt"
 	"time"
+
+	"github.com/mptun/mptun/internal/lossmodel"
 )
 
-// GilbertElliott is a two-state loss model: per packet the state changes with
-// PGoodBad / PBadGood, then the packet is lost with the state's probability.
-type GilbertElliott struct {
-	PGoodBad, PBadGood float64
-	LossGood, LossBad  float64
-}
+// GilbertElliott is the two-state bursty loss model (internal/lossmodel).
+type GilbertElliott = lossmodel.GilbertElliott
 
-// CoDel configures the CoDel AQM (RFC 8289) on the bottleneck queue.
+// CoDel configures the CoDel AQM (RFC 8289, internal/codel) on the
+// bottleneck queue.
 type CoDel struct {
-	Target   time.Duration // default 5 ms
-	Interval time.Duration // default 100 ms
+	Target   time.Duration // default codel.DefaultTarget, 5 ms
+	Interval time.Duration // default codel.DefaultInterval, 100 ms
 }
 
 // Config is one direction of a path. The zero value is a perfect link.
@@ -62,10 +61,8 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("negative rate, queue, delay, jitter or trace scale")
 	}
 	if g := c.GE; g != nil {
-		for _, v := range []float64{g.PGoodBad, g.PBadGood, g.LossGood, g.LossBad} {
-			if v < 0 || v > 1 {
-				return fmt.Errorf("gilbert-elliott %v: not a probability", v)
-			}
+		if err := g.Validate(); err != nil {
+			return err
 		}
 	}
 	return nil

@@ -8,7 +8,10 @@ import (
 	"math/rand/v2"
 	"time"
 
+	"github.com/mptun/mptun/internal/codel"
+	"github.com/mptun/mptun/internal/lossmodel"
 	"github.com/mptun/mptun/internal/mono"
+	"github.com/mptun/mptun/internal/ring"
 )
 
 // MaxFrame is the largest frame the emulator carries (offloads are off, so
@@ -69,8 +72,7 @@ type Pipe struct {
 	start mono.Time
 	rng   *rand.Rand
 
-	queue      []*Frame // FIFO ring: queue[qHead:] in order, compacted lazily
-	qHead      int
+	queue      ring.Ring[*Frame] // the bottleneck's FIFO, head in service
 	queueBytes int
 	busy       bool // head of queue is being serialized (rate mode)
 
@@ -80,8 +82,9 @@ type Pipe struct {
 	line        frameHeap // delay line, by deliverAt then seq
 	seq         uint64
 	lastDeliver mono.Time
-	geBad       bool
-	codel       codelState
+	ge          lossmodel.Chain
+	codel       codel.State
+	codelNow    mono.Time // the time CoDel is deciding at
 
 	free []*Frame
 
@@ -113,7 +116,7 @@ func (p *Pipe) SetConfig(cfg Config, now mono.Time) {
 	}
 	if cfg.Trace == nil && oldTrace != nil && p.busy {
 		// From a trace to a rate: the head's remaining bytes go at the rate.
-		f := p.queue[p.qHead]
+		f := *p.queue.Front()
 		f.txEnd = now.Add(serialization(f.remaining, cfg.Rate))
 	}
 }
@@ -142,7 +145,7 @@ func (p *Pipe) emit(now mono.Time, kind byte, size int, d time.Duration) {
 // QueueBytes is the backlog, including the frame in service.
 func (p *Pipe) QueueBytes() int { return p.queueBytes }
 
-func (p *Pipe) queueLen() int { return len(p.queue) - p.qHead }
+func (p *Pipe) queueLen() int { return p.queue.Len() }
 
 // Enqueue offers a frame that arrived at now. The pipe owns f afterwards.
 func (p *Pipe) Enqueue(now mono.Time, f *Frame) {
@@ -178,10 +181,7 @@ func (p *Pipe) Enqueue(now mono.Time, f *Frame) {
 	if p.queueBytes > p.Stats.MaxQueueBytes {
 		p.Stats.MaxQueueBytes = p.queueBytes
 	}
-	if p.qHead > 0 && p.qHead == len(p.queue) {
-		p.queue, p.qHead = p.queue[:0], 0
-	}
-	p.queue = append(p.queue, f)
+	p.queue.Push(f)
 	if p.queueLen() == 1 {
 		p.startService(now)
 	}
@@ -190,40 +190,59 @@ func (p *Pipe) Enqueue(now mono.Time, f *Frame) {
 // startService begins serializing the queue head at time t (rate mode), after
 // CoDel has had its say.
 func (p *Pipe) startService(t mono.Time) {
-	for p.queueLen() > 0 {
-		f := p.queue[p.qHead]
-		t := max(t, f.arrive)
-		if p.cfg.CoDel != nil && p.codel.shouldDrop(p.cfg.CoDel, t, t.Sub(f.arrive), p.queueBytes) {
-			p.popHead()
-			p.Stats.DroppedCoDel++
-			p.emit(t, 'd', len(f.Buf), 0)
-			p.PutFrame(f)
-			continue
-		}
-		if so := t.Sub(f.arrive); so > p.Stats.MaxSojourn {
-			p.Stats.MaxSojourn = so
-		}
-		if p.cfg.Trace != nil {
-			if p.credit == 0 {
-				// Opportunities while the queue was empty are wasted.
-				if min := p.cfg.Trace.firstAtOrAfter(t.Sub(p.start)); p.oppIdx < min {
-					p.oppIdx = min
-				}
-			}
-			p.busy = true
+	if c := p.cfg.CoDel; c != nil {
+		p.codelNow = t
+		if !p.codel.Dequeue(t, codel.Params{Target: c.Target, Interval: c.Interval, MTU: TraceMTU}, (*codelView)(p)) {
+			p.busy = false
 			return
 		}
-		f.txEnd = t.Add(serialization(len(f.Buf), p.cfg.Rate))
-		p.busy = true
+	}
+	if p.queueLen() == 0 {
+		p.busy = false
 		return
 	}
-	p.busy = false
+	f := *p.queue.Front()
+	t = max(t, f.arrive)
+	if so := t.Sub(f.arrive); so > p.Stats.MaxSojourn {
+		p.Stats.MaxSojourn = so
+	}
+	p.busy = true
+	if p.cfg.Trace != nil {
+		if p.credit == 0 {
+			// Opportunities while the queue was empty are wasted.
+			if min := p.cfg.Trace.firstAtOrAfter(t.Sub(p.start)); p.oppIdx < min {
+				p.oppIdx = min
+			}
+		}
+		return
+	}
+	f.txEnd = t.Add(serialization(len(f.Buf), p.cfg.Rate))
+}
+
+// codelView is the bottleneck queue as internal/codel sees it: the head
+// is the frame about to be serialized; a CoDel signal drops it.
+type codelView Pipe
+
+func (v *codelView) Next(now mono.Time) (time.Duration, int, bool) {
+	p := (*Pipe)(v)
+	if p.queueLen() == 0 {
+		return 0, 0, false
+	}
+	f := *p.queue.Front()
+	return max(now.Sub(f.arrive), 0), p.queueBytes - len(f.Buf), true
+}
+
+func (v *codelView) Signal() bool {
+	p := (*Pipe)(v)
+	f := p.popHead()
+	p.Stats.DroppedCoDel++
+	p.emit(p.codelNow, 'd', len(f.Buf), 0)
+	p.PutFrame(f)
+	return false
 }
 
 func (p *Pipe) popHead() *Frame {
-	f := p.queue[p.qHead]
-	p.queue[p.qHead] = nil
-	p.qHead++
+	f, _ := p.queue.Pop()
 	p.queueBytes -= len(f.Buf)
 	return f
 }
@@ -253,7 +272,7 @@ func (p *Pipe) Advance(now mono.Time) {
 				p.credit = p.traceCapacity()
 			}
 			for p.queueLen() > 0 && p.credit > 0 {
-				f := p.queue[p.qHead]
+				f := *p.queue.Front()
 				if f.remaining > p.credit {
 					f.remaining -= p.credit
 					p.credit = 0
@@ -277,7 +296,7 @@ func (p *Pipe) Advance(now mono.Time) {
 			}
 			continue
 		}
-		f := p.queue[p.qHead]
+		f := *p.queue.Front()
 		if f.txEnd > now {
 			return
 		}
@@ -315,18 +334,7 @@ func (p *Pipe) lost() bool {
 		return true
 	}
 	if g := p.cfg.GE; g != nil {
-		if p.geBad {
-			if p.rng.Float64() < g.PBadGood {
-				p.geBad = false
-			}
-		} else if p.rng.Float64() < g.PGoodBad {
-			p.geBad = true
-		}
-		l := g.LossGood
-		if p.geBad {
-			l = g.LossBad
-		}
-		return l > 0 && p.rng.Float64() < l
+		return p.ge.Lost(g, p.rng)
 	}
 	return false
 }
@@ -399,7 +407,7 @@ func (p *Pipe) NextDeadline() mono.Time {
 		if p.cfg.Trace != nil {
 			d = p.oppTime(p.oppIdx)
 		} else {
-			d = p.queue[p.qHead].txEnd
+			d = (*p.queue.Front()).txEnd
 		}
 	}
 	if len(p.line) > 0 && p.line[0].deliverAt < d {
@@ -426,58 +434,4 @@ func (h *frameHeap) Pop() any {
 	old[n-1] = nil
 	*h = old[:n-1]
 	return f
-}
-
-// codelState is RFC 8289's dequeue-side state.
-type codelState struct {
-	firstAbove mono.Time
-	dropNext   mono.Time
-	count      uint32
-	lastCount  uint32
-	dropping   bool
-}
-
-func (c *codelState) shouldDrop(cfg *CoDel, now mono.Time, sojourn time.Duration, backlog int) bool {
-	target, interval := cfg.Target, cfg.Interval
-	if target == 0 {
-		target = 5 * time.Millisecond
-	}
-	if interval == 0 {
-		interval = 100 * time.Millisecond
-	}
-	okToDrop := false
-	if sojourn < target || backlog <= TraceMTU {
-		c.firstAbove = 0
-	} else if c.firstAbove == 0 {
-		c.firstAbove = now.Add(interval)
-	} else if now >= c.firstAbove {
-		okToDrop = true
-	}
-	controlLaw := func(t mono.Time) mono.Time {
-		return t.Add(time.Duration(float64(interval) / math.Sqrt(float64(max(c.count, 1)))))
-	}
-	if c.dropping {
-		if !okToDrop {
-			c.dropping = false
-			return false
-		}
-		if now >= c.dropNext {
-			c.count++
-			c.dropNext = controlLaw(c.dropNext)
-			return true
-		}
-		return false
-	}
-	if okToDrop {
-		c.dropping = true
-		delta := c.count - c.lastCount
-		c.count = 1
-		if delta > 1 && now.Sub(c.dropNext) < 16*interval {
-			c.count = delta
-		}
-		c.dropNext = controlLaw(now)
-		c.lastCount = c.count
-		return true
-	}
-	return false
 }

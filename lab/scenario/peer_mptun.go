@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/mptun/mptun/control"
-	"github.com/mptun/mptun/daemon"
+	"github.com/mptun/mptun/internal/defaults"
 	"github.com/mptun/mptun/internal/mono"
 	"github.com/mptun/mptun/internal/netns"
 	"github.com/mptun/mptun/lab/report"
@@ -64,7 +64,7 @@ func (m *MptunPeer) sample(sender, receiver string) {
 			nextProcess = now.Add(processEvery)
 			sampleProcess(tm, start, map[string]string{"sender": sender, "receiver": receiver})
 		}
-		var st daemon.Status
+		var st control.Status
 		if control.Call(sender, "status", nil, &st) == nil && len(st.Conns) > 0 {
 			now := mono.Now()
 			if tm.First == 0 {
@@ -96,7 +96,7 @@ func (m *MptunPeer) sample(sender, receiver string) {
 		select {
 		case <-m.stopSampling:
 			sampleProcess(tm, start, map[string]string{"sender": sender, "receiver": receiver})
-			var rs daemon.Status
+			var rs control.Status
 			if control.Call(receiver, "status", nil, &rs) == nil && len(rs.Conns) > 0 {
 				for _, b := range reorder.HoldBuckets {
 					tm.HoldBucketsMs = append(tm.HoldBucketsMs, float64(b)/float64(time.Millisecond))
@@ -181,7 +181,7 @@ func connSettings(b *strings.Builder, t TunnelConf) {
 	for _, kv := range [...]struct {
 		key string
 		val *bool
-	}{{"aqm", t.AQM}, {"retransmit", t.Retransmit}} {
+	}{{"aqm", t.AQM}, {"retransmit", t.Retransmit}, {"hystart", t.HyStart}, {"abe", t.ABE}, {"ecn", t.ECN}} {
 		if kv.val != nil {
 			fmt.Fprintf(b, "%s = %v\n", kv.key, *kv.val)
 		}
@@ -270,8 +270,17 @@ func (m *MptunPeer) Setup(ctx context.Context, run *PeerRun) (Endpoint, error) {
 	t := run.Scenario.Tunnel
 	return Endpoint{
 		ServerAddr: netipMust(tunnelServer),
-		Note:       fmt.Sprintf("mptun (scheduler %q, reorderer %q, ccid %q; empty = daemon default)", t.Scheduler, t.Reorderer, t.CCID),
+		Note: fmt.Sprintf("mptun (scheduler %s, reorderer %s, ccid %s)", setting(t.Scheduler, defaults.Scheduler),
+			setting(t.Reorderer, defaults.Reorderer), setting(t.CCID, defaults.CCID)),
 	}, nil
+}
+
+// setting names a scenario's choice, or the daemon's default it left in place.
+func setting(v, def string) string {
+	if v == "" {
+		return fmt.Sprintf("%q (default)", def)
+	}
+	return strconv.Quote(v)
 }
 
 // waitPathsOpen polls the daemons until each has n open paths or limit
@@ -280,7 +289,7 @@ func waitPathsOpen(ctx context.Context, socks []string, n int, limit time.Durati
 	end := time.Now().Add(limit)
 	for _, sock := range socks {
 		for time.Now().Before(end) && ctx.Err() == nil {
-			var st daemon.Status
+			var st control.Status
 			if control.Call(sock, "status", nil, &st) == nil && len(st.Conns) > 0 && st.Conns[0].OpenPaths() >= n {
 				break
 			}

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/mptun/mptun/control"
-	"github.com/mptun/mptun/daemon"
 	"github.com/mptun/mptun/internal/mono"
 	"github.com/mptun/mptun/internal/netns"
 	"github.com/mptun/mptun/lab/report"
@@ -80,7 +79,7 @@ func sampleProcess(tm *report.TunnelMetrics, start mono.Time, socks map[string]s
 		tm.Process = map[string][]report.ProcessSample{}
 	}
 	for role, sock := range socks {
-		var st daemon.Status
+		var st control.Status
 		if control.Call(sock, "status", nil, &st) != nil {
 			continue
 		}

@@ -157,6 +157,11 @@ type TunnelConf struct {
 	ReorderMaxHold string `toml:"reorder_max_hold"`
 	// Retransmit turns loss repair on (nil = daemon default).
 	Retransmit *bool `toml:"retransmit"`
+	// HyStart, ABE and ECN are passed as connection.hystart, .abe and
+	// .ecn (nil = daemon default).
+	HyStart *bool `toml:"hystart"`
+	ABE     *bool `toml:"abe"`
+	ECN     *bool `toml:"ecn"`
 	// Classes are passed as [[connection.class]] traffic-class rules.
 	Classes []ClassConf `toml:"class"`
 	// Mode is passed as connection.mode ("aggregate", "active-backup",

@@ -13,12 +13,7 @@ import (
 	"time"
 
 	"github.com/mptun/mptun/bench"
-	"github.com/mptun/mptun/lab"
 )
-
-func labMain(args []string, stdout, stderr io.Writer) int {
-	return lab.MainIO(args, stdout, stderr)
-}
 
 func benchUsage(w io.Writer) {
 	fmt.Fprint(w, `usage: mptun bench throughput [--runs N] [--seconds S] [--json]
