@@ -43,9 +43,33 @@ type TunnelMetrics struct {
 	// Process samples each daemon's goroutines and heap ("client",
 	// "server"), every ProcessEvery of the run: a leak shows as growth.
 	Process map[string][]ProcessSample `json:"process,omitempty"`
+	// Final is what each daemon's connection ran at the end ("sender",
+	// "receiver"): runtime changes show here.
+	Final map[string]ConnSettings `json:"final,omitempty"`
 	// First is the monotonic time of the first sample; plots align it
 	// with the run's start.
 	First mono.Time `json:"-"`
+}
+
+// ConnSettings are a connection's settings and repair counters.
+type ConnSettings struct {
+	Scheduler   string     `json:"scheduler"`
+	Reorderer   string     `json:"reorderer"`
+	HoldMs      float64    `json:"reorder_max_hold_ms"`
+	Repair      bool       `json:"repair"`
+	Mode        string     `json:"mode"`
+	Repaired    uint64     `json:"repaired"`
+	GapsSkipped uint64     `json:"gaps_skipped"`
+	GapsLate    uint64     `json:"gaps_late"`
+	Prio        []PathPrio `json:"prio"`
+	Conns       int        `json:"connections"`
+}
+
+// PathPrio is a path's MP_PRIO.
+type PathPrio struct {
+	Path string `json:"path,omitempty"`
+	ID   int    `json:"id"`
+	Prio uint8  `json:"prio"`
 }
 
 // ProcessSample is one daemon's footprint at a time of the run.

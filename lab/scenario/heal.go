@@ -27,6 +27,18 @@ type ServerRestarter interface {
 	RestartServer(ctx context.Context, sig syscall.Signal, down time.Duration) error
 }
 
+// TunnelController is implemented by tunnel peers that can be changed
+// while they run (mptun): side is "client", "server" or "both"/"".
+type TunnelController interface {
+	// Set is a runtime change over the control socket (`mptun set`).
+	Set(ctx context.Context, side string, params map[string]string) error
+	// Reload edits the config file ("table.key" = value) and sends SIGHUP.
+	Reload(ctx context.Context, side string, params map[string]string) error
+	// RestartClient restarts the client daemon: the server sees a new
+	// connection, opened after whatever was changed.
+	RestartClient(ctx context.Context, sig syscall.Signal, down time.Duration) error
+}
+
 // expandEvents turns repeating events (every, until) into their
 // occurrences up to end, in time order.
 func expandEvents(evs []EventConf, end Duration) []EventConf {
@@ -116,6 +128,25 @@ func clientAddr(ctx context.Context, tb *topo.Testbed, i int) (netip.Addr, error
 		}
 	}
 	return netip.Addr{}, fmt.Errorf("path %s: no IPv4 address on %s", tb.Paths[i].Spec.Name, tb.Paths[i].Dev)
+}
+
+// tunnelEvent carries out tunnel_set, tunnel_reload and restart_client.
+func tunnelEvent(ctx context.Context, pr PeerRunner, e EventConf) error {
+	tc, ok := pr.(TunnelController)
+	if !ok {
+		return fmt.Errorf("%s: this peer cannot be changed while it runs", e.Action)
+	}
+	switch e.Action {
+	case "tunnel_set":
+		return tc.Set(ctx, e.Side, e.Params)
+	case "tunnel_reload":
+		return tc.Reload(ctx, e.Side, e.Params)
+	}
+	sig := syscall.SIGTERM
+	if e.Signal == "kill" {
+		sig = syscall.SIGKILL
+	}
+	return tc.RestartClient(ctx, sig, e.Down.D())
 }
 
 func restartServer(ctx context.Context, pr PeerRunner, e EventConf) error {

@@ -49,12 +49,14 @@ down = "1s"
 func TestHealEventErrors(t *testing.T) {
 	head := "name = \"f\"\nduration = \"20s\"\n[[path]]\nname = \"a\"\n"
 	for ev, want := range map[string]string{
-		"at = \"1s\"\naction = \"restart_server\"\npath = \"a\"":             "restart_server takes no path",
-		"at = \"1s\"\naction = \"readdress\"":                                `path "": no such path`,
-		"at = \"1s\"\naction = \"readdress\"\npath = \"a\"\naddress = \"x\"": `address "x"`,
-		"at = \"1s\"\naction = \"restart_server\"\nsignal = \"hup\"":         `signal "hup"`,
-		"at = \"1s\"\naction = \"link_down\"\npath = \"a\"\nevery = \"1ms\"": "every 1ms",
-		"at = \"1s\"\naction = \"explode\"\npath = \"a\"":                    "want blackhole, restore, link_down, link_up, set, readdress or restart_server",
+		"at = \"1s\"\naction = \"restart_server\"\npath = \"a\"":                         "restart_server takes no path",
+		"at = \"1s\"\naction = \"readdress\"":                                            `path "": no such path`,
+		"at = \"1s\"\naction = \"readdress\"\npath = \"a\"\naddress = \"x\"":             `address "x"`,
+		"at = \"1s\"\naction = \"restart_server\"\nsignal = \"hup\"":                     `signal "hup"`,
+		"at = \"1s\"\naction = \"link_down\"\npath = \"a\"\nevery = \"1ms\"":             "every 1ms",
+		"at = \"1s\"\naction = \"explode\"\npath = \"a\"":                                "restart_server, restart_client, tunnel_set or tunnel_reload",
+		"at = \"1s\"\naction = \"tunnel_set\"":                                           "params are for tunnel_set and tunnel_reload",
+		"at = \"1s\"\naction = \"tunnel_set\"\nside = \"cpe\"\nparams = {hold = \"1s\"}": `side "cpe"`,
 	} {
 		_, err := Parse([]byte(head + "[[event]]\n" + ev + "\n"))
 		if err == nil || !strings.Contains(err.Error(), want) {
@@ -63,5 +65,28 @@ func TestHealEventErrors(t *testing.T) {
 	}
 	if _, err := Parse([]byte(head + "[tunnel]\nremote_path = \"b\"\n")); err == nil || !strings.Contains(err.Error(), "remote_path") {
 		t.Errorf("remote_path to a missing path: %v", err)
+	}
+}
+
+func TestSetKeyInConfig(t *testing.T) {
+	text := "[tunnel]\nname = \"mptun0\"\n\n[connection]\nrole = \"client\"\nscheduler = \"rr\"\n\n[[connection.class]]\nscheduler = \"rr\"\n\n[log]\nlevel = \"info\"\n"
+	out, err := setKey(text, "connection.scheduler", tomlValue("srtt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err = setKey(out, "connection.reorder_max_hold", tomlValue("150ms"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err = setKey(out, "connection.retransmit", tomlValue("true"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "[tunnel]\nname = \"mptun0\"\n\n[connection]\nretransmit = true\nreorder_max_hold = \"150ms\"\nrole = \"client\"\nscheduler = \"srtt\"\n\n[[connection.class]]\nscheduler = \"rr\"\n\n[log]\nlevel = \"info\"\n"
+	if out != want {
+		t.Errorf("got\n%s\nwant\n%s", out, want)
+	}
+	if _, err := setKey(text, "nosuch.key", "1"); err == nil {
+		t.Error("missing table accepted")
 	}
 }

@@ -40,9 +40,9 @@ type MptunPeer struct {
 	// "server") before the daemons start.
 	Extra func(side string, cfg *strings.Builder)
 
-	procs  []*proc // server, client
-	server serverProc
-	echo   net.PacketConn
+	procs []*proc              // server, client
+	sides map[string]*sideProc // by "server", "client"
+	echo  net.PacketConn
 
 	// The sampler polls both daemons' status during the run.
 	stopSampling chan struct{}
@@ -95,7 +95,9 @@ func (m *MptunPeer) sample(sender, receiver string) {
 		}
 		select {
 		case <-m.stopSampling:
-			sampleProcess(tm, start, map[string]string{"sender": sender, "receiver": receiver})
+			roles := map[string]string{"sender": sender, "receiver": receiver}
+			sampleProcess(tm, start, roles)
+			finalState(tm, roles)
 			var rs control.Status
 			if control.Call(receiver, "status", nil, &rs) == nil && len(rs.Conns) > 0 {
 				for _, b := range reorder.HoldBuckets {
@@ -235,9 +237,11 @@ func (m *MptunPeer) Setup(ctx context.Context, run *PeerRun) (Endpoint, error) {
 			return Endpoint{}, err
 		}
 		m.procs = append(m.procs, p)
-		if s.name == "server" {
-			m.server = serverProc{ns: s.ns, bin: bin, file: file, dir: run.Dir}
+		if m.sides == nil {
+			m.sides = map[string]*sideProc{}
 		}
+		m.sides[s.name] = &sideProc{name: s.name, idx: len(m.procs) - 1, ns: s.ns, bin: bin, file: file,
+			dir: run.Dir, sock: controlSocket(run, s.name)}
 	}
 	m.echo, err = udpEcho(tb.Srv, tunnelServer+":7")
 	for i := 0; err != nil && i < 50; i++ { // the server's TUN address appears shortly after start

@@ -453,8 +453,11 @@ func checks(run *report.Run) []report.Check {
 
 // applyEvent changes a path as the event says.
 func applyEvent(ctx context.Context, tb *topo.Testbed, sc *Scenario, pr PeerRunner, e EventConf, setCarrier func(int, bool)) error {
-	if e.Action == "restart_server" {
+	switch e.Action {
+	case "restart_server":
 		return restartServer(ctx, pr, e)
+	case "tunnel_set", "tunnel_reload", "restart_client":
+		return tunnelEvent(ctx, pr, e)
 	}
 	i := sc.PathIndex(e.Path)
 	l := tb.Paths[i].Link

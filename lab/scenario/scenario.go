@@ -102,6 +102,13 @@ type EventConf struct {
 	Address string   `toml:"address"`
 	Down    Duration `toml:"down"`
 	Signal  string   `toml:"signal"`
+	// For "tunnel_set" (`mptun set`: scheduler, reorderer, hold, mode,
+	// path_name, prio) and "tunnel_reload" (config keys such as
+	// "connection.scheduler", then SIGHUP): what to change, on Side
+	// "client", "server" or "both" (default). "restart_client" restarts
+	// the client daemon (Signal "term" by default, Down in between).
+	Side   string            `toml:"side"`
+	Params map[string]string `toml:"params"`
 	// For "set": the fields to change (zero means unchanged; loss uses a
 	// pointer so 0 can be set).
 	Rate  Rate     `toml:"rate"`
@@ -275,16 +282,26 @@ func (sc *Scenario) validate() error {
 		bad("tunnel.remote_path %q: no such path", rp)
 	}
 	for i, e := range sc.Events {
+		tunnel := tunnelActions[e.Action]
 		switch {
-		case e.Action == "restart_server" && e.Path != "":
-			bad("event %d: restart_server takes no path", i+1)
-		case e.Action != "restart_server" && !names[e.Path]:
+		case tunnel && e.Path != "":
+			bad("event %d: %s takes no path", i+1, e.Action)
+		case !tunnel && !names[e.Path]:
 			bad("event %d: path %q: no such path", i+1, e.Path)
 		}
 		switch e.Action {
-		case "blackhole", "restore", "link_down", "link_up", "set", "readdress", "restart_server":
+		case "blackhole", "restore", "link_down", "link_up", "set", "readdress", "restart_server",
+			"restart_client", "tunnel_set", "tunnel_reload":
 		default:
-			bad("event %d: action %q: want blackhole, restore, link_down, link_up, set, readdress or restart_server", i+1, e.Action)
+			bad("event %d: action %q: want blackhole, restore, link_down, link_up, set, readdress, restart_server, restart_client, tunnel_set or tunnel_reload", i+1, e.Action)
+		}
+		switch e.Side {
+		case "", "both", "client", "server":
+		default:
+			bad("event %d: side %q: want client, server or both", i+1, e.Side)
+		}
+		if (e.Action == "tunnel_set" || e.Action == "tunnel_reload") != (len(e.Params) > 0) {
+			bad("event %d: params are for tunnel_set and tunnel_reload, which need them", i+1)
 		}
 		switch e.Signal {
 		case "", "kill", "term":
@@ -318,6 +335,9 @@ func (sc *Scenario) validate() error {
 	}
 	return errors.Join(errs...)
 }
+
+// tunnelActions act on the tunnel peer rather than on a path.
+var tunnelActions = map[string]bool{"restart_server": true, "restart_client": true, "tunnel_set": true, "tunnel_reload": true}
 
 func dirOf(b *BulkConf) string {
 	if b == nil {
