@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: MIT
 
-// Package capture writes the tunnel's DCCP packets to a pcap file (through
-// mpdccp/wire/pcapdccp) that is safe for concurrent use, buffered, and
-// rotated when it reaches a size limit so a forgotten capture cannot fill
-// the disk.
+// Package capture writes the tunnel's datagrams to a pcap file (through
+// mpdccp/wire/pcapdccp, as on the wire or in IP protocol 33 form) that is
+// safe for concurrent use, buffered, and rotated when it reaches a size
+// limit so a forgotten capture cannot fill the disk.
 package capture
 
 import (
@@ -24,6 +24,7 @@ import (
 type File struct {
 	mu      sync.Mutex
 	path    string
+	form    pcapdccp.Form
 	maxSize int64
 	f       *os.File
 	bw      *bufio.Writer
@@ -34,22 +35,21 @@ type File struct {
 
 const (
 	bufSize = 64 << 10
-	// perPacket is the pcap record header plus the IPv6 header added in
-	// front of the DCCP packet: the most a packet adds beyond its length.
-	perPacket = 16 + 40
+	// perPacket is the most a record adds to a datagram's length.
+	perPacket = pcapdccp.MaxOverhead
 	// fileHeader is the pcap global header.
 	fileHeader = 24
 	// MinSize is the smallest usable limit.
 	MinSize = 64 << 10
 )
 
-// Create starts a capture at path (truncating it). maxSize 0 means no
-// limit; otherwise it must be at least MinSize.
-func Create(path string, maxSize int64) (*File, error) {
+// Create starts a capture at path (truncating it) in the given form.
+// maxSize 0 means no limit; otherwise it must be at least MinSize.
+func Create(path string, form pcapdccp.Form, maxSize int64) (*File, error) {
 	if maxSize != 0 && maxSize < MinSize {
 		return nil, fmt.Errorf("capture %s: size limit %d below %d bytes", path, maxSize, MinSize)
 	}
-	c := &File{path: path, maxSize: maxSize}
+	c := &File{path: path, form: form, maxSize: maxSize}
 	if err := c.open(); err != nil {
 		return nil, err
 	}
@@ -63,7 +63,7 @@ func (c *File) open() error {
 	}
 	c.f = f
 	c.bw = bufio.NewWriterSize(f, bufSize)
-	if c.w, err = pcapdccp.NewWriter(c.bw); err != nil {
+	if c.w, err = pcapdccp.NewWriter(c.bw, c.form); err != nil {
 		f.Close()
 		return fmt.Errorf("capture %s: %w", c.path, err)
 	}
@@ -71,8 +71,9 @@ func (c *File) open() error {
 	return nil
 }
 
-// WritePacket records one DCCP packet sent from src to dst at t.
-func (c *File) WritePacket(t time.Time, src, dst netip.Addr, dccp []byte) error {
+// WritePacket records one datagram (its UDP payload, a DCCP packet) sent
+// from src to dst at t, unchanged.
+func (c *File) WritePacket(t time.Time, src, dst netip.AddrPort, dccp []byte) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closed {

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/google/gopacket/pcapgo"
+
+	"github.com/mptun/mptun/mpdccp/wire/pcapdccp"
 )
 
 // count reads a pcap file and returns its number of packets.
@@ -41,13 +43,13 @@ func count(t *testing.T, path string) int {
 }
 
 var (
-	src = netip.MustParseAddr("192.0.2.1")
-	dst = netip.MustParseAddr("198.51.100.1")
+	src = netip.MustParseAddrPort("192.0.2.1:40000")
+	dst = netip.MustParseAddrPort("198.51.100.1:6511")
 )
 
 func TestWriteAndRotate(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "cap.pcap")
-	c, err := Create(path, MinSize)
+	c, err := Create(path, pcapdccp.FormUDP, MinSize)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -96,12 +98,12 @@ func TestWriteAndRotate(t *testing.T) {
 
 func TestUnlimited(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "cap.pcap")
-	c, err := Create(path, 0)
+	c, err := Create(path, pcapdccp.FormDCCP, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for range 100 {
-		if err := c.WritePacket(time.Now(), netip.MustParseAddr("fd00::1"), netip.MustParseAddr("fd00::2"), make([]byte, 1200)); err != nil {
+		if err := c.WritePacket(time.Now(), netip.MustParseAddrPort("[fd00::1]:1"), netip.MustParseAddrPort("[fd00::2]:2"), make([]byte, 1200)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -115,10 +117,44 @@ func TestUnlimited(t *testing.T) {
 	if _, err := os.Stat(path + ".1"); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("rotated without a limit: %v", err)
 	}
-	if _, err := Create(path, 100); err == nil {
+	if _, err := Create(path, pcapdccp.FormUDP, 100); err == nil {
 		t.Error("tiny limit accepted")
 	}
-	if _, err := Create(filepath.Join(t.TempDir(), "no", "dir.pcap"), 0); err == nil {
+	if _, err := Create(filepath.Join(t.TempDir(), "no", "dir.pcap"), pcapdccp.FormUDP, 0); err == nil {
 		t.Error("missing directory accepted")
+	}
+}
+
+// TestDatagramsAsGiven: what the file holds after the made-up IP and UDP
+// headers is the datagram byte for byte, in both forms.
+func TestDatagramsAsGiven(t *testing.T) {
+	dg := []byte{0x9c, 0x40, 0x19, 0x6f, 4, 0, 0xde, 0xad, 4, 0, 0, 0, 0, 0, 0, 1, 'x'}
+	for _, form := range []pcapdccp.Form{pcapdccp.FormUDP, pcapdccp.FormDCCP} {
+		path := filepath.Join(t.TempDir(), "cap.pcap")
+		c, err := Create(path, form, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := c.WritePacket(time.Now(), src, dst, dg); err != nil {
+			t.Fatal(err)
+		}
+		c.Close()
+		f, _ := os.Open(path)
+		r, err := pcapgo.NewReader(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		data, _, err := r.ReadPacketData()
+		f.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		hl := 20 + 8
+		if form == pcapdccp.FormDCCP {
+			hl = 20
+		}
+		if string(data[hl:]) != string(dg) {
+			t.Errorf("%v: datagram %x written as %x", form, dg, data[hl:])
+		}
 	}
 }

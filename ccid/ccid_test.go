@@ -57,7 +57,7 @@ func TestRegistry(t *testing.T) {
 	if c, _ := New("bbr", Config{}); c.CCID() != 248 {
 		t.Fatalf("bbr CCID %d", c.CCID())
 	}
-	if c, _ := New("none", Config{}); c.CCID() != 2 {
+	if c, _ := New("none", Config{}); c.CCID() != 249 { // not 2: it is not RFC 4341
 		t.Fatalf("none CCID %d", c.CCID())
 	}
 }

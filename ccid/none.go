@@ -12,12 +12,17 @@ func init() {
 	Register("none", func(cfg Config) Controller { return NewNone(cfg) })
 }
 
+// CCIDNone is the CCID number mptun negotiates for "none": 249, the second
+// of RFC 4340's experimental CCIDs (248-255). It is not CCID 2, because
+// announcing CCID 2 would claim RFC 4341's congestion control; the
+// receiver's side is the same as CCID 2's (Ack Vectors), whose feedback
+// still feeds the RTT and loss statistics the scheduler uses. A peer that
+// does not know 249 leaves the CCID at its default, 2, and the subflow then
+// runs ccid2 (see mpdccp's CCID negotiation).
+const CCIDNone = 249
+
 // None is no congestion control: only Config.RateLimit, paced. It is for
 // tunnels whose inner traffic is all congestion-controlled end to end.
-//
-// It reports CCID 2 so that the peer runs the same receiver (Ack Vectors)
-// as for CCID2: CCID 0 is not valid on the wire, and the feedback still
-// feeds the RTT and loss statistics the scheduler uses.
 type None struct {
 	cfg Config
 	mss int
@@ -38,7 +43,7 @@ func NewNone(cfg Config) *None {
 }
 
 func (n *None) Name() string { return "none" }
-func (n *None) CCID() uint8  { return 2 }
+func (n *None) CCID() uint8  { return CCIDNone }
 
 func (n *None) OnPacketSent(now mono.Time, seq uint64, bytes int, inFlight bool) {
 	if inFlight {

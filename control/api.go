@@ -225,10 +225,13 @@ func (r SetRequest) Validate() error {
 const MaxCapture = time.Hour
 
 // CaptureRequest is the parameters (and the result) of "capture": write
-// the tunnel's datagrams to File (pcap, IP protocol 33) for Seconds.
+// the tunnel's datagrams as they crossed the wire (pcap of IP + UDP + DCCP)
+// to File for Seconds and, if DCCPFile is set, the same datagrams as IP
+// protocol 33 (UDP header removed) to DCCPFile. No DCCP byte is changed.
 type CaptureRequest struct {
-	File    string  `json:"file"`
-	Seconds float64 `json:"seconds"`
+	File     string  `json:"file"`
+	Seconds  float64 `json:"seconds"`
+	DCCPFile string  `json:"dccp_file,omitempty"`
 }
 
 // Duration is the capture's length.
@@ -240,6 +243,9 @@ func (r CaptureRequest) Duration() time.Duration {
 func (r CaptureRequest) Validate() error {
 	if r.File == "" || !filepath.IsAbs(r.File) {
 		return errors.New("file must be an absolute path")
+	}
+	if r.DCCPFile != "" && (!filepath.IsAbs(r.DCCPFile) || r.DCCPFile == r.File) {
+		return errors.New("dccp_file must be another absolute path")
 	}
 	if d := r.Duration(); d <= 0 || d > MaxCapture {
 		return fmt.Errorf("seconds must be in (0, %v]", MaxCapture.Seconds())

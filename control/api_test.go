@@ -55,6 +55,8 @@ func TestRequestsValidate(t *testing.T) {
 		{CaptureRequest{Seconds: 1}, "absolute path"},
 		{CaptureRequest{File: "/tmp/x.pcap"}, "seconds must be in"},
 		{CaptureRequest{File: "/tmp/x.pcap", Seconds: 3601}, "seconds must be in"},
+		{CaptureRequest{File: "/tmp/x.pcap", Seconds: 1, DCCPFile: "y.pcap"}, "dccp_file"},
+		{CaptureRequest{File: "/tmp/x.pcap", Seconds: 1, DCCPFile: "/tmp/x.pcap"}, "dccp_file"},
 		{CaptureRequest{File: "/tmp/x.pcap", Seconds: 0.5}, ""},
 	} {
 		err := tt.req.Validate()

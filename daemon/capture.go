@@ -4,13 +4,20 @@ package daemon
 
 import (
 	"encoding/json"
-	"os"
+	"fmt"
+	"net/netip"
 	"time"
 
+	"github.com/mptun/mptun/capture"
 	"github.com/mptun/mptun/control"
+	"github.com/mptun/mptun/datapath"
 	"github.com/mptun/mptun/mpdccp/wire/pcapdccp"
 )
 
+// handleCapture writes the tunnel's datagrams as they crossed the wire
+// (IP + UDP + DCCP) to File for Seconds and, if DCCPFile is set, the same
+// datagrams in IP protocol 33 form to DCCPFile. Neither form changes a
+// DCCP byte. A capture configured in the file goes on meanwhile.
 func (d *Daemon) handleCapture(raw json.RawMessage) (any, error) {
 	var req control.CaptureRequest
 	if err := control.DecodeParams(raw, &req); err != nil {
@@ -19,23 +26,48 @@ func (d *Daemon) handleCapture(raw json.RawMessage) (any, error) {
 	if err := req.Validate(); err != nil {
 		return nil, err
 	}
-	dur := req.Duration()
-	f, err := os.OpenFile(req.File, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o640)
-	if err != nil {
-		return nil, err
+	var files tee
+	if d.capFile != nil {
+		files = append(files, d.capFile)
 	}
-	w, err := pcapdccp.NewWriter(f)
+	onWire, err := capture.Create(req.File, pcapdccp.FormUDP, 0)
 	if err != nil {
-		f.Close()
-		return nil, err
+		return nil, fmt.Errorf("capture: %w", err)
 	}
-	lc := &lockedCapture{w: w}
-	d.dp.SetCapture(lc)
-	time.AfterFunc(dur, func() {
-		d.dp.SetCapture(nil)
-		lc.mu.Lock()
-		f.Close()
-		lc.mu.Unlock()
+	files = append(files, onWire)
+	if req.DCCPFile != "" {
+		native, err := capture.Create(req.DCCPFile, pcapdccp.FormDCCP, 0)
+		if err != nil {
+			onWire.Close()
+			return nil, fmt.Errorf("capture: %w", err)
+		}
+		files = append(files, native)
+	}
+	d.dp.SetCapture(files)
+	time.AfterFunc(req.Duration(), func() {
+		var keep datapath.Capture
+		if d.capFile != nil {
+			keep = d.capFile
+		}
+		d.dp.SetCapture(keep)
+		for _, f := range files {
+			if f != d.capFile {
+				f.Close()
+			}
+		}
 	})
 	return req, nil
+}
+
+// tee writes each datagram to several captures (each one locks itself).
+type tee []*capture.File
+
+func (t tee) WritePacket(at time.Time, src, dst netip.AddrPort, dg []byte) error {
+	var first error
+	for _, f := range t {
+		if err := f.WritePacket(at, src, dst, dg); err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
 }

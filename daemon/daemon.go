@@ -116,7 +116,7 @@ func New(cfg *config.Config, log *slog.Logger) (d *Daemon, err error) {
 
 	var capt datapath.Capture
 	if cfg.Capture.File != "" {
-		if d.capFile, err = capture.Create(cfg.Capture.File, cfg.Capture.MaxSize); err != nil {
+		if d.capFile, err = capture.Create(cfg.Capture.File, pcapdccp.FormUDP, cfg.Capture.MaxSize); err != nil {
 			return nil, fmt.Errorf("%s: capture.file: %w", cfg.File, err)
 		}
 		capt = d.capFile
@@ -263,17 +263,4 @@ func (d *Daemon) close() {
 	if d.capFile != nil {
 		d.capFile.Close()
 	}
-}
-
-// lockedCapture serialises pcap writes from the data path's goroutine and
-// anything else.
-type lockedCapture struct {
-	mu sync.Mutex
-	w  *pcapdccp.Writer
-}
-
-func (c *lockedCapture) WritePacket(t time.Time, src, dst netip.Addr, dccp []byte) error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.w.WritePacket(t, src, dst, dccp)
 }

@@ -50,9 +50,10 @@ type Socket interface {
 	Close() error
 }
 
-// Capture records tunnel datagrams for debugging (a pcap writer).
+// Capture records tunnel datagrams for debugging (a pcap writer): the UDP
+// payload as sent or received, between the outer addresses and ports.
 type Capture interface {
-	WritePacket(t time.Time, src, dst netip.Addr, dccp []byte) error
+	WritePacket(t time.Time, src, dst netip.AddrPort, dg []byte) error
 }
 
 // Config is what a Datapath runs.
@@ -567,18 +568,18 @@ func (d *Datapath) sendTooBig(pkt []byte) {
 func (d *Datapath) handleUDP(now mono.Time, b *udpBatch) {
 	d.Stats.UDPRead.Add(uint64(b.n))
 	d.Stats.UDPReadBatches.Add(1)
-	local := b.slot.sock.LocalAddr().Addr()
+	local := b.slot.sock.LocalAddr()
 	for i := 0; i < b.n; i++ {
 		m := &b.msgs[i]
 		dg := m.Buf[:m.N]
 		to := local
 		if m.Local.IsValid() {
-			to = m.Local // a wildcard socket: the address the peer sent to
+			to = netip.AddrPortFrom(m.Local, local.Port()) // a wildcard socket: the address the peer sent to
 		}
 		if cb := d.capture.Load(); cb != nil {
-			cb.c.WritePacket(time.Now(), m.Addr.Addr(), to, dg)
+			cb.c.WritePacket(time.Now(), m.Addr, to, dg) // as received
 		}
-		d.ep.HandleDatagram(now, b.slot.idx, m.Addr, to, dg, m.TOS&3)
+		d.ep.HandleDatagram(now, b.slot.idx, m.Addr, to.Addr(), dg, m.TOS&3)
 	}
 }
 
@@ -610,12 +611,12 @@ func (d *Datapath) flushTx(now mono.Time) {
 		}
 		sl := d.slots[tx.Local]
 		dg := m.Buf[:tx.N]
-		src := sl.sock.LocalAddr().Addr()
+		src := sl.sock.LocalAddr()
 		if tx.Src.IsValid() && !tx.Src.IsUnspecified() {
-			src = tx.Src
+			src = netip.AddrPortFrom(tx.Src, src.Port())
 		}
 		if cb := d.capture.Load(); cb != nil {
-			cb.c.WritePacket(time.Now(), src, tx.Remote.Addr(), dg)
+			cb.c.WritePacket(time.Now(), src, tx.Remote, dg)
 		}
 		slot := &sl.tx[sl.txN]
 		// Swap buffers: the polled datagram becomes the slot's buffer.

@@ -5,6 +5,8 @@ package datapath
 import (
 	"encoding/binary"
 	"net/netip"
+
+	"github.com/mptun/mptun/internal/inetsum"
 )
 
 // tooBig builds, into dst, the ICMP error that tells the sender of pkt to
@@ -45,12 +47,12 @@ func tooBig4(dst, pkt []byte, mtu int, src netip.Addr) []byte {
 	s4 := src.As4()
 	copy(b[12:16], s4[:])
 	copy(b[16:20], pkt[12:16]) // back to the original sender
-	binary.BigEndian.PutUint16(b[10:], ^inetSum(b[:20], 0))
+	binary.BigEndian.PutUint16(b[10:], inetsum.Checksum(b[:20]))
 	icmp := b[20:]
 	icmp[0], icmp[1] = 3, 4 // destination unreachable, fragmentation needed
 	binary.BigEndian.PutUint16(icmp[6:], uint16(mtu))
 	copy(icmp[8:], pkt[:quote])
-	binary.BigEndian.PutUint16(icmp[2:], ^inetSum(icmp, 0))
+	binary.BigEndian.PutUint16(icmp[2:], inetsum.Checksum(icmp))
 	return b
 }
 
@@ -77,27 +79,7 @@ func tooBig6(dst, pkt []byte, mtu int, src netip.Addr) []byte {
 	icmp[0] = 2 // Packet Too Big
 	binary.BigEndian.PutUint32(icmp[4:], uint32(mtu))
 	copy(icmp[8:], pkt[:quote])
-	// Pseudo-header: addresses, upper-layer length, next header.
-	var ph [40]byte
-	copy(ph[0:32], b[8:40])
-	binary.BigEndian.PutUint32(ph[32:], uint32(len(icmp)))
-	ph[39] = 58
-	binary.BigEndian.PutUint16(icmp[2:], ^inetSum(icmp, uint32(inetSum(ph[:], 0))))
+	ph := inetsum.PseudoHeader(src, netip.AddrFrom16([16]byte(b[24:40])), 58, len(icmp))
+	binary.BigEndian.PutUint16(icmp[2:], inetsum.Finish(inetsum.Sum(ph, icmp)))
 	return b
-}
-
-// inetSum is the folded one's-complement sum of b, starting from initial.
-func inetSum(b []byte, initial uint32) uint16 {
-	s := initial
-	for len(b) >= 2 {
-		s += uint32(binary.BigEndian.Uint16(b))
-		b = b[2:]
-	}
-	if len(b) == 1 {
-		s += uint32(b[0]) << 8
-	}
-	for s > 0xffff {
-		s = (s & 0xffff) + (s >> 16)
-	}
-	return uint16(s)
 }

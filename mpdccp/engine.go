@@ -28,7 +28,8 @@
 // Wire choices worth knowing: DCCP ports are kept inside the UDP payload
 // (the DCCP destination port is the server's UDP port, 6511 by default; the
 // source port is random per subflow); the DCCP checksum uses a
-// zero-address pseudo-header (see checksumAddr); a client whose peer does
+// pseudo-header of the outer addresses, checked against the flow's NAT
+// residual (see wire.ChecksumResidual); a client whose peer does
 // not confirm MP_CAPABLE closes instead of falling back to plain DCCP; a
 // failed join HMAC is answered with Reset code 5 (option error).
 package mpdccp
@@ -62,7 +63,7 @@ const (
 type PathConfig struct {
 	ID        int            // caller's path id (client); on the server the engine assigns ids
 	Local     int            // caller's socket index the path sends from
-	LocalAddr netip.AddrPort // for the checksum pseudo-header and MP_ADDADDR
+	LocalAddr netip.AddrPort // for the checksum pseudo-header; unspecified: learnt from received datagrams
 	Remote    netip.AddrPort
 	Prio      uint8 // MP_PRIO, default 3
 	Weight    int
@@ -111,15 +112,16 @@ type Config struct {
 
 // Transmit describes a datagram PollTransmit wrote.
 type Transmit struct {
-	N      int            // bytes written to buf
-	Path   int            // path id (-1 for replies outside any connection)
-	Local  int            // socket index to send from
+	N     int // bytes written to buf
+	Path  int // path id (-1 for replies outside any connection)
+	Local int // socket index to send from
+	// Src is our address the datagram leaves from: the one the peer sent
+	// to. The DCCP checksum covers it, and a wildcard-bound socket on a
+	// multi-homed host must answer from it (IP_PKTINFO). Unspecified if
+	// not known: the socket's own.
+	Src    netip.Addr
 	Remote netip.AddrPort // destination
-	// Src is the source address the datagram must leave from: the address
-	// the peer sent to (a wildcard-bound socket on a multi-homed host must
-	// answer from it). Invalid or unspecified: the socket's own.
-	Src netip.Addr
-	ECN uint8
+	ECN    uint8
 }
 
 // EventKind classifies an Event.
@@ -541,9 +543,11 @@ func (e *Endpoint) queueReset(local int, remote netip.AddrPort, src netip.Addr, 
 	e.stateless = append(e.stateless, r)
 }
 
-// HandleDatagram processes one received UDP payload. local is the socket
-// index it arrived on, from the sender's address, to our address (for the
-// checksum), ecn the IP ECN bits.
+// HandleDatagram processes one received UDP payload, whose UDP checksum
+// the kernel has verified. local is the socket index it arrived on, from
+// the sender's address, to our address as the datagram named it (for the
+// DCCP checksum; unspecified if the socket cannot tell), ecn the IP ECN
+// bits.
 func (e *Endpoint) HandleDatagram(now mono.Time, local int, from netip.AddrPort, to netip.Addr, b []byte, ecn uint8) {
 	e.stats.DatagramsIn++
 	e.stats.BytesIn += uint64(len(b))
@@ -552,18 +556,21 @@ func (e *Endpoint) HandleDatagram(now mono.Time, local int, from netip.AddrPort,
 		e.drop(DropMalformed)
 		return
 	}
-	if !wire.VerifyChecksum(b, checksumAddr, checksumAddr) {
-		e.drop(DropChecksum)
+	residual, ok := wire.ChecksumResidual(b, from.Addr(), to)
+	if !ok {
+		e.drop(DropChecksum) // CsCov beyond the packet (RFC 4340 §9.2)
 		return
 	}
 	key := sfKey{remote: from, local: p.DstPort, rem: p.SrcPort}
 	sf := e.byKey[key]
 	if sf == nil && p.Type != wire.TypeRequest {
-		sf = e.rebind(now, from, p)
+		sf = e.rebind(now, from, p, residual)
 	}
 	if sf == nil {
+		// No flow to hold a NAT residual against: the kernel's UDP checksum
+		// vouches for the datagram (see checksum.go).
 		if p.Type == wire.TypeRequest && e.cfg.Role == Server {
-			e.handleRequest(now, local, from, to, p)
+			e.handleRequest(now, local, from, to, p, residual)
 			return
 		}
 		e.drop(DropNoConn)
@@ -575,17 +582,26 @@ func (e *Endpoint) HandleDatagram(now mono.Time, local int, from netip.AddrPort,
 		}
 		return
 	}
+	if !sf.checksumOK(p, residual) {
+		e.drop(DropChecksum)
+		return
+	}
+	if to.IsValid() && !to.IsUnspecified() && to != sf.localAddr.Addr() {
+		// A wildcard-bound socket learns its address per datagram.
+		sf.localAddr = netip.AddrPortFrom(to, sf.localAddr.Port())
+	}
 	sf.conn.handlePacket(now, sf, p, ecn, len(b))
 }
 
 // rebind finds a subflow for a packet from an unknown address by its DCCP
 // ports and a sequence number valid for that subflow (NAT rebinding), and
 // moves the subflow to the new address.
-func (e *Endpoint) rebind(now mono.Time, from netip.AddrPort, p *wire.Packet) *subflow {
+func (e *Endpoint) rebind(now mono.Time, from netip.AddrPort, p *wire.Packet, residual uint16) *subflow {
 	for _, sf := range e.byPorts[portKey{p.DstPort, p.SrcPort}] {
 		// Only a packet newer than anything received may move a subflow: a
 		// replayed packet from another address must not hijack it.
-		if sf.state < sfPartOpen || sf.state >= sfClosed || !sf.seqValid(p) || !seqLess(sf.gsr, p.Seq) {
+		if sf.state < sfPartOpen || sf.state >= sfClosed || !sf.seqValid(p) || !seqLess(sf.gsr, p.Seq) ||
+			!sf.rebindChecksumOK(from, p, residual) {
 			continue
 		}
 		e.unindex(sf)
@@ -609,9 +625,9 @@ func (e *Endpoint) PollTransmit(now mono.Time, buf []byte) (Transmit, bool) {
 		h := wire.Header{SrcPort: r.srcPort, DstPort: r.dstPort, Type: wire.TypeReset, Seq: r.seq, Ack: r.ack, ResetCode: r.code}
 		if e.bld.Begin(buf, &h) == nil {
 			if n, err := e.bld.Finish(nil); err == nil {
-				wire.SetChecksum(buf[:n], checksumAddr, checksumAddr)
+				wire.SetChecksum(buf[:n], r.src, r.remote.Addr())
 				e.stats.ResetsSent++
-				return e.sent(Transmit{N: n, Path: -1, Local: r.local, Remote: r.remote, Src: r.src}), true
+				return e.sent(Transmit{N: n, Path: -1, Local: r.local, Src: r.src, Remote: r.remote}), true
 			}
 		}
 	}

@@ -48,12 +48,12 @@ func FuzzEndpointDatagram(f *testing.F) {
 			d := append([]byte(nil), b...)
 			if flags&4 == 0 {
 				if flags&1 != 0 && len(d) >= wire.GenericHeaderLen {
-					wire.SetChecksum(d, checksumAddr, checksumAddr)
+					wire.SetChecksum(d, cliAddr(path).Addr(), srvAddr.Addr())
 				}
 				p.ep[1].HandleDatagram(p.now, path, cliAddr(path), srvAddr.Addr(), d, 0)
 			} else {
 				if flags&1 != 0 && len(d) >= wire.GenericHeaderLen {
-					wire.SetChecksum(d, checksumAddr, checksumAddr)
+					wire.SetChecksum(d, srvAddr.Addr(), cliAddr(path).Addr())
 				}
 				p.ep[0].HandleDatagram(p.now, path, srvAddr, cliAddr(path).Addr(), d, 0)
 			}

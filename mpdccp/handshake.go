@@ -10,7 +10,7 @@ import (
 	"github.com/mptun/mptun/mpdccp/wire"
 )
 
-func (e *Endpoint) handleRequest(now mono.Time, local int, from netip.AddrPort, to netip.Addr, p *wire.Packet) {
+func (e *Endpoint) handleRequest(now mono.Time, local int, from netip.AddrPort, to netip.Addr, p *wire.Packet, residual uint16) {
 	if p.ServiceCode != e.cfg.ServiceCode {
 		e.drop(DropBadService)
 		e.queueReset(local, from, to, p, wire.ResetBadServiceCode)
@@ -86,6 +86,7 @@ func (e *Endpoint) handleRequest(now mono.Time, local int, from netip.AddrPort, 
 			e.drop(DropTooBusy)
 			return
 		}
+		sf.natResidual = residual
 		sf.peerAddrID = join.AddrID
 		sf.addrID = 0
 		sf.noncePeer = join.Nonce
@@ -117,6 +118,7 @@ func (e *Endpoint) handleRequest(now mono.Time, local int, from netip.AddrPort, 
 		e.removeConn(c)
 		return
 	}
+	sf.natResidual = residual
 	c.acceptSubflow(now, sf, p)
 }
 

@@ -20,8 +20,9 @@ import (
 
 // TestSessionPcapTshark writes every datagram of a simulated session
 // (handshake, joins, data, acks, MP_PRIO/CONFIRM, close) as a pcap of raw
-// IPv4 packets with protocol 33 and checks with tshark that each parses as
-// DCCP with a good checksum, the type and sequence numbers sent, and no
+// IPv4 packets with protocol 33, unchanged, and checks with tshark that each
+// parses as DCCP with a good checksum (the engine's own, for the outer
+// addresses: nothing is recomputed), the type and sequence numbers sent, and no
 // malformed or error expert info.
 func TestSessionPcapTshark(t *testing.T) {
 	tshark, err := exec.LookPath("tshark")
@@ -31,7 +32,7 @@ func TestSessionPcapTshark(t *testing.T) {
 	links := []netsim.LinkConfig{link(10e6, 10*time.Millisecond, 0.05), link(10e6, 20*time.Millisecond, 0.05)}
 	h := newHarness(t, harnessConfig{seed: 91, links: links})
 	var buf bytes.Buffer
-	w, err := pcapdccp.NewWriter(&buf)
+	w, err := pcapdccp.NewWriter(&buf, pcapdccp.FormDCCP)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -45,7 +46,7 @@ func TestSessionPcapTshark(t *testing.T) {
 		if err := wire.Parse(b, &p); err != nil {
 			t.Fatalf("engine sent an unparsable packet: %v", err)
 		}
-		src, dst := h.paths[path].cli.Addr(), srvAddr.Addr()
+		src, dst := h.paths[path].cli, srvAddr
 		if side == sideServer {
 			src, dst = dst, src
 		}

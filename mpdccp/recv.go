@@ -425,7 +425,11 @@ func (c *Conn) handleAddrOption(now mono.Time, sf *subflow, mo *wire.MPOption, m
 	if mo.Type == wire.MPRemoveAddr {
 		ev.Kind = EventPeerRemoveAddr
 	} else {
-		ev.Remote = netip.AddrPortFrom(mo.Addr, mo.Port)
+		port := mo.Port
+		if port == 0 { // absent, or an explicit 0: the same port (RFC 9897)
+			port = sf.remote.Port()
+		}
+		ev.Remote = netip.AddrPortFrom(mo.Addr, port)
 	}
 	c.ep.emit(ev)
 }

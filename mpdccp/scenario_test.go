@@ -179,7 +179,7 @@ func TestGarbageAndReplay(t *testing.T) {
 			b := append([]byte(nil), captured[rng.IntN(len(captured))]...)
 			if len(b) > 24 {
 				b[16+rng.IntN(len(b)-16)] = byte(rng.Uint32())
-				wire.SetChecksum(b, checksumAddr, checksumAddr)
+				wire.SetChecksum(b, from.Addr(), to)
 			}
 			inject(b)
 		}
@@ -506,7 +506,7 @@ func TestMandatoryUnknownOption(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	wire.SetChecksum(buf[:n], checksumAddr, checksumAddr)
+	wire.SetChecksum(buf[:n], h.paths[1].cli.Addr(), srvAddr.Addr())
 	h.ep[1].HandleDatagram(h.sim.Now(), 1, h.paths[1].cli, srvAddr.Addr(), buf[:n], 0)
 	h.service(sideServer)
 	h.run(time.Second)

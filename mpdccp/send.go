@@ -11,12 +11,21 @@ import (
 	"github.com/mptun/mptun/scheduler"
 )
 
-// putControl adds pending MP_CONFIRM, due control items and MP_RTT.
-func (c *Conn) putControl(now mono.Time, sf *subflow, b *wire.Builder, room func(int) bool, hasMPSeq bool) {
-	if len(c.confirmOut) > 0 && room(3+len(c.confirmOut)) {
-		if b.MP(&wire.MPOption{Type: wire.MPConfirm, Raw: c.confirmOut}) == nil {
-			c.confirmOut = c.confirmOut[:0]
-		}
+// putControl adds the due control items (MP_ADDADDR/REMOVEADDR with their
+// MP_HMAC, MP_PRIO), pending MP_CONFIRMs and MP_RTT.
+//
+// Placement, for interoperability (docs/interop.md): every control item
+// directly follows an MP_SEQ, because its confirmation echoes that MP_SEQ
+// with it and the reference implementation takes the 9 bytes before the
+// option as the MP_SEQ. The packet's own MP_SEQ (ending at seqEnd, -1 when
+// the packet has none) serves the first item; later ones get a copy of it,
+// never another value (a data packet's MP_SEQ must stay the one its
+// receiver reorders on). A packet without data carries the last MP_SEQ
+// used, which it does not consume. Each MP_CONFIRM carries one entry: the
+// reference implementation parses only the first.
+func (c *Conn) putControl(now mono.Time, sf *subflow, b *wire.Builder, room func(int) bool, seq uint64, seqEnd int) {
+	if seqEnd < 0 {
+		seq = seqAdd(c.mpSeq, -1)
 	}
 	for i := range c.ctrl {
 		ci := &c.ctrl[i]
@@ -24,18 +33,13 @@ func (c *Conn) putControl(now mono.Time, sf *subflow, b *wire.Builder, room func
 			continue
 		}
 		l, err := wire.MPLen(&ci.opt)
-		if err != nil || !room(l+9+23) {
+		if err != nil || !room(l+wire.MPSeqLen+wire.MPHMACLen) {
 			continue
 		}
-		if !hasMPSeq {
-			// Control options travel with an MP_SEQ; a packet without data
-			// carries the last MP_SEQ used (it does not consume one).
-			if b.MP(&wire.MPOption{Type: wire.MPSeq, Seq: seqAdd(c.mpSeq, -1)}) != nil {
-				continue
-			}
-			hasMPSeq = true
+		if b.Len() != seqEnd && b.MP(&wire.MPOption{Type: wire.MPSeq, Seq: seq}) != nil {
+			continue
 		}
-		ci.seq = seqAdd(c.mpSeq, -1)
+		ci.seq = seq
 		if b.MP(&ci.opt) == nil {
 			if ci.opt.Type == wire.MPAddAddr || ci.opt.Type == wire.MPRemoveAddr {
 				// Its MP_HMAC follows at once (RFC 9897 §3.2.6).
@@ -53,6 +57,17 @@ func (c *Conn) putControl(now mono.Time, sf *subflow, b *wire.Builder, room func
 			ci.interval *= 2
 		}
 	}
+	for len(c.confirmOut) > 0 {
+		n := confirmEntryLen(c.confirmOut)
+		if n == 0 {
+			c.confirmOut = c.confirmOut[:0] // cannot happen: queueConfirm builds them
+			break
+		}
+		if !room(3+n) || b.MP(&wire.MPOption{Type: wire.MPConfirm, Raw: c.confirmOut[:n]}) != nil {
+			break
+		}
+		c.confirmOut = append(c.confirmOut[:0], c.confirmOut[n:]...)
+	}
 	if now.Sub(sf.rttSentAt) >= rttReportEvery && room(12) {
 		if srtt := sf.cc.State().SRTT; srtt > 0 {
 			ms := uint32(min(srtt/time.Millisecond, 1<<31))
@@ -61,6 +76,21 @@ func (c *Conn) putControl(now mono.Time, sf *subflow, b *wire.Builder, room func
 			}
 		}
 	}
+}
+
+// confirmEntryLen is the length of the first MP_CONFIRM entry in q: an
+// MP_SEQ option and the option it confirms, as queueConfirm appends them;
+// 0 if q does not start with a whole entry.
+func confirmEntryLen(q []byte) int {
+	if len(q) < wire.MPSeqLen+2 || q[0] != wire.OptMultipath || q[1] != wire.MPSeqLen || q[2] != byte(wire.MPSeq) ||
+		q[wire.MPSeqLen] != wire.OptMultipath {
+		return 0
+	}
+	n := wire.MPSeqLen + int(q[wire.MPSeqLen+1])
+	if n > len(q) || n < wire.MPSeqLen+3 {
+		return 0
+	}
+	return n
 }
 
 func (c *Conn) ctrlDue(now mono.Time, sf *subflow) bool {

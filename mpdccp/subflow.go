@@ -72,13 +72,21 @@ type subflow struct {
 	local      int
 	localAddr  netip.AddrPort
 	remote     netip.AddrPort
-	localPort  uint16 // DCCP ports
-	remotePort uint16
-	state      sfState
-	join       bool
-	prio       uint8
-	weight     int
-	cc         ccid.Controller
+	// natResidual is the DCCP checksum residual a NAT on the path leaves
+	// (see checksum.go); 0 until learnt. newResidual is a candidate seen
+	// newResidualN times in a row, last at newResidualSeq.
+	natResidual     uint16
+	newResidual     uint16
+	newResidualN    int
+	newResidualSeq  uint64
+	newResidualFrom netip.AddrPort
+	localPort       uint16 // DCCP ports
+	remotePort      uint16
+	state           sfState
+	join            bool
+	prio            uint8
+	weight          int
+	cc              ccid.Controller
 
 	// Sequence numbers (RFC 4340 §7).
 	iss, isr, gss, gsr, gar uint64
@@ -97,6 +105,9 @@ type subflow struct {
 	lastAckAt      mono.Time
 
 	// Feature negotiation.
+	ccidOffered    [maxCCIDList]uint8 // our CCID preference list (Change L)
+	ccidOfferedN   int
+	peerCCID       uint8      // the CCID agreed for the peer's half-connection
 	changes        [5]featOpt // retransmitted until confirmed
 	confirms       [6]featOpt // one-shot answers
 	lastChangeSent mono.Time
@@ -217,6 +228,16 @@ func (sf *subflow) setChange(opt, feat uint8, val uint64, n int) {
 	}
 }
 
+// setChangeBytes queues a Change option with a list of byte values (a
+// server-priority feature's preference list).
+func (sf *subflow) setChangeBytes(opt, feat uint8, vals []uint8) {
+	var v uint64
+	for _, b := range vals {
+		v = v<<8 | uint64(b)
+	}
+	sf.setChange(opt, feat, v, len(vals))
+}
+
 func (sf *subflow) hasChanges() bool {
 	for i := range sf.changes {
 		if sf.changes[i].active {
@@ -261,13 +282,18 @@ func putNN(b []byte, v uint64) {
 	}
 }
 
+// mpVersion is the MP_CAPABLE value byte of RFC 9897: version 0 in the high
+// nibble, the low nibble unassigned.
+const mpVersion = 0x00
+
 // initFeatures queues the Change options a new subflow sends in its
 // Request or Response.
 func (sf *subflow) initFeatures(client bool) {
-	sf.setChange(wire.OptChangeL, wire.FeatCCID, uint64(sf.cc.CCID()), 1)
+	sf.ccidOfferedN = copy(sf.ccidOffered[:], ccidOffer(sf.cc))
+	sf.setChangeBytes(wire.OptChangeL, wire.FeatCCID, sf.ccidOffered[:sf.ccidOfferedN]) // preference list
 	sf.setChange(wire.OptChangeR, wire.FeatSendAckVector, 1, 1)
 	if client {
-		sf.setChange(wire.OptChangeR, wire.FeatMultipath, 0, 1) // MP_CAPABLE, version 0
+		sf.setChange(wire.OptChangeR, wire.FeatMultipath, mpVersion, 1) // MP_CAPABLE: our versions
 	}
 	if r := sf.cc.AckRatio(); r != 2 && r > 0 {
 		sf.setChange(wire.OptChangeL, wire.FeatAckRatio, uint64(r), 2)
@@ -306,7 +332,7 @@ func (c *Conn) handleFeature(sf *subflow, opt wire.Option) bool {
 			if len(vals) == 0 {
 				return false
 			}
-			sf.addConfirm(wire.OptConfirmR, feat, vals[:1]) // any CCID: we just send Ack Vectors
+			sf.peerCCIDChange(vals)
 		case wire.FeatSequenceWindow:
 			v, err := wire.FeatureNN(vals)
 			if err != nil || v < 32 {
@@ -327,9 +353,13 @@ func (c *Conn) handleFeature(sf *subflow, opt wire.Option) bool {
 	case wire.OptChangeR: // the peer asks us to change ours
 		switch feat {
 		case wire.FeatMultipath:
+			// Server priority over our list, which is version 0 alone (the
+			// low nibble is unassigned and ignored): Confirm L(MP_CAPABLE,
+			// chosen, our list), or an empty Confirm L if the client offers
+			// no version 0 (RFC 9897 §3.1).
 			for _, v := range vals {
 				if v>>4 == 0 {
-					sf.addConfirm(wire.OptConfirmL, feat, []byte{0})
+					sf.addConfirm(wire.OptConfirmL, feat, []byte{mpVersion, mpVersion})
 					return true
 				}
 			}
@@ -337,12 +367,21 @@ func (c *Conn) handleFeature(sf *subflow, opt wire.Option) bool {
 		case wire.FeatSendAckVector:
 			sf.addConfirm(wire.OptConfirmL, feat, []byte{1})
 		case wire.FeatCCID:
-			sf.addConfirm(wire.OptConfirmL, feat, []byte{sf.cc.CCID()})
+			sf.ownCCIDChange(vals)
 		default:
 			sf.addConfirm(wire.OptConfirmL, feat, nil)
 		}
 	case wire.OptConfirmR: // answer to our Change L
-		if feat == wire.FeatSequenceWindow && len(vals) > 0 {
+		switch {
+		case feat == wire.FeatCCID:
+			if !sf.ownCCIDConfirmed(vals) {
+				// A CCID we did not offer: the negotiation failed (§6.6.7).
+				sf.resetOut, sf.resetCode = true, wire.ResetOptionError
+				c.failSubflow(sf, wire.ResetOptionError, "peer confirmed a CCID not offered")
+				return false
+			}
+			return true
+		case feat == wire.FeatSequenceWindow && len(vals) > 0:
 			if v, err := wire.FeatureNN(vals); err == nil && v >= 32 {
 				sf.swLocal = v
 			}
@@ -394,12 +433,19 @@ func (c *Conn) build(now mono.Time, sf *subflow, buf []byte, ps *pktSpec) (Trans
 	}
 	room := func(n int) bool { return b.Len()+n+3+len(ps.payload) <= len(buf) }
 	isData := ps.typ == wire.TypeData || ps.typ == wire.TypeDataAck
+	seqEnd := -1
 	if ps.hasMPSeq {
 		// MP_SEQ first: it is mandatory on data, everything else is optional.
 		if b.MP(&wire.MPOption{Type: wire.MPSeq, Seq: ps.mpSeq}) != nil {
 			sf.gss = seqAdd(sf.gss, -1)
 			return Transmit{}, false
 		}
+		seqEnd = b.Len()
+	}
+	// Connection-level control options ride on open subflows, right after
+	// the MP_SEQ (see putControl).
+	if sf.state == sfOpen && ps.typ != wire.TypeReset && ps.typ != wire.TypeData {
+		c.putControl(now, sf, b, room, ps.mpSeq, seqEnd)
 	}
 	if isData && sf.ndpRun > 0 && room(8) {
 		// Lets the receiver tell lost data from unseen Acks (RFC 4340 §7.7).
@@ -455,10 +501,6 @@ func (c *Conn) build(now mono.Time, sf *subflow, buf []byte, ps *pktSpec) (Trans
 			}
 		}
 	}
-	// Connection-level control options ride on open subflows.
-	if sf.state == sfOpen && ps.typ != wire.TypeReset && ps.typ != wire.TypeData {
-		c.putControl(now, sf, b, room, ps.hasMPSeq)
-	}
 	switch {
 	case ps.typ == wire.TypeClose && sf.closeMP:
 		_ = b.MP(&wire.MPOption{Type: wire.MPClose, KeyData: c.keys.peerKey()})
@@ -470,7 +512,7 @@ func (c *Conn) build(now mono.Time, sf *subflow, buf []byte, ps *pktSpec) (Trans
 		sf.gss = seqAdd(sf.gss, -1)
 		return Transmit{}, false
 	}
-	wire.SetChecksum(buf[:n], checksumAddr, checksumAddr)
+	wire.SetChecksum(buf[:n], sf.localAddr.Addr(), sf.remote.Addr())
 	sf.cc.OnPacketSent(now, h.Seq, n, ps.inFlight)
 	sf.lastSent = now
 	sf.stats.PacketsOut++
@@ -484,7 +526,7 @@ func (c *Conn) build(now mono.Time, sf *subflow, buf []byte, ps *pktSpec) (Trans
 	if ps.typ == wire.TypeAck {
 		sf.stats.AcksOut++
 	}
-	t := Transmit{N: n, Path: sf.id, Local: sf.local, Remote: sf.remote, Src: sf.localAddr.Addr()}
+	t := Transmit{N: n, Path: sf.id, Local: sf.local, Src: sf.localAddr.Addr(), Remote: sf.remote}
 	if c.ep.cfg.ECN {
 		t.ECN = outerECN(isData, ps.payload)
 	}

@@ -2,7 +2,7 @@
 # Installs the Debian packages mptun's lab, benchmarks and tests use.
 # Idempotent; needs root. Go itself comes from /usr/local/go on our machines.
 set -euo pipefail
-pkgs=(iproute2 ethtool iperf3 tshark mptcpize iputils-ping procps kmod systemd nftables conntrack)
+pkgs=(iproute2 ethtool iperf3 tshark tcpdump mptcpize iputils-ping procps kmod systemd nftables conntrack)
 missing=()
 for p in "${pkgs[@]}"; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -7,7 +7,7 @@
 //	mptun status [--json]                 connection, paths, RTT, cwnd, rate, loss, counters
 //	mptun set scheduler|reorderer NAME    change at runtime
 //	mptun set prio PATH-ID N              MP_PRIO of a path
-//	mptun capture -w FILE [-d 10s]        pcap of the tunnel's packets (IP protocol 33)
+//	mptun capture -w FILE [-d 10s] [-dccp FILE2]  pcap of the tunnel's datagrams as on the wire (+ IP protocol 33 form)
 //	mptun monitor [--status] [--json]     live path and connection events
 //	mptun lab run FILE [--out DIR]        run a lab scenario
 //	mptun bench throughput|aggregate|handover|voip|cc [--json]
@@ -49,7 +49,9 @@ commands:
   set hold DURATION              change the reorderer's longest hold (e.g. 150ms)
   set mode MODE                  aggregate, active-backup or switch
   set prio PATH N                set a path's MP_PRIO by id or name (0 never, 1 standby, 2 secondary, >=3 primary)
-  capture -w FILE [-d DURATION]  write the tunnel's packets as pcap (IP protocol 33) for DURATION
+  capture -w FILE [-d DURATION] [-dccp FILE2]
+                                 write the tunnel's datagrams as pcap (IP/UDP/DCCP as on the wire;
+                                 FILE2: also as IP protocol 33) for DURATION
   monitor [--status] [-d DUR]    print path events as they happen (up, down, suspect, joins, rebinds, mode switches)
   lab run FILE [--out DIR]       run a lab scenario (root; in the mptun-lab program)
   bench throughput|aggregate|handover|voip|cc [--json]   benchmarks against wireguard-go / kernel MPTCP (root; mptun-lab)
@@ -238,7 +240,8 @@ func cmdSet(g globals, args []string) error {
 func cmdCapture(g globals, args []string, stderr io.Writer) error {
 	fs := flag.NewFlagSet("capture", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	file := fs.String("w", "", "pcap `file` to write")
+	file := fs.String("w", "", "pcap `file` to write: the datagrams as on the wire (IP, UDP, DCCP)")
+	native := fs.String("dccp", "", "also write the datagrams to this pcap `file` as IP protocol 33 (UDP header removed)")
 	dur := fs.Duration("d", 10*time.Second, "how long to capture")
 	if err := fs.Parse(args); err != nil {
 		return usageError{err.Error()}
@@ -251,12 +254,21 @@ func cmdCapture(g globals, args []string, stderr io.Writer) error {
 		return err
 	}
 	req := control.CaptureRequest{File: abs, Seconds: dur.Seconds()}
+	if *native != "" {
+		if req.DCCPFile, err = filepath.Abs(*native); err != nil {
+			return err
+		}
+	}
 	if err := control.Call(g.socket, control.MethodCapture, req, nil); err != nil {
 		return err
 	}
 	time.Sleep(*dur + 100*time.Millisecond)
 	if g.json {
 		return printJSON(g.out, req)
+	}
+	if req.DCCPFile != "" {
+		fmt.Fprintf(g.out, "wrote %s and %s (%s)\n", abs, req.DCCPFile, *dur)
+		return nil
 	}
 	fmt.Fprintf(g.out, "wrote %s (%s)\n", abs, *dur)
 	return nil

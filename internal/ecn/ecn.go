@@ -5,6 +5,8 @@
 // encapsulation, and what the inner packet becomes on decapsulation.
 package ecn
 
+import "github.com/mptun/mptun/internal/inetsum"
+
 // Codepoints (RFC 3168).
 const (
 	NotECT uint8 = 0
@@ -44,13 +46,7 @@ func Set(pkt []byte, v uint8) {
 		old := uint16(pkt[0])<<8 | uint16(pkt[1])
 		pkt[1] = pkt[1]&^3 | v&3
 		updated := uint16(pkt[0])<<8 | uint16(pkt[1])
-		// HC' = ~(~HC + ~m + m') in one's complement arithmetic.
-		sum := uint32(^(uint16(pkt[10])<<8 | uint16(pkt[11])))
-		sum += uint32(^old) + uint32(updated)
-		for sum>>16 != 0 {
-			sum = sum&0xffff + sum>>16
-		}
-		hc := ^uint16(sum)
+		hc := inetsum.Update(uint16(pkt[10])<<8|uint16(pkt[11]), old, updated)
 		pkt[10], pkt[11] = byte(hc>>8), byte(hc)
 	case 6:
 		pkt[1] = pkt[1]&^(3<<4) | (v&3)<<4

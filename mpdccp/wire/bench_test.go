@@ -115,14 +115,6 @@ func BenchmarkChecksum(b *testing.B) {
 	}
 }
 
-func BenchmarkChecksumRef(b *testing.B) {
-	pkt := make([]byte, benchLen)
-	b.SetBytes(benchLen)
-	for b.Loop() {
-		refChecksum(pkt)
-	}
-}
-
 func TestZeroAllocs(t *testing.T) {
 	buf := make([]byte, 2048)
 	payload := make([]byte, benchLen-benchHeaderLen)

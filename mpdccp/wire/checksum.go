@@ -4,59 +4,55 @@ package wire
 
 import (
 	"encoding/binary"
-	"math/bits"
 	"net/netip"
+
+	"github.com/mptun/mptun/internal/inetsum"
 )
 
-// Checksums (RFC 4340 §9) for DCCP carried in UDP (RFC 6773).
+// Checksums of DCCP carried in UDP (DCCP-UDP, RFC 6773).
 //
-// Rule implemented. In DCCP-UDP the DCCP header keeps its Checksum and
-// CsCov fields, and the UDP header adds its own checksum. This package
-// computes the DCCP checksum exactly as RFC 4340 §9 does for native DCCP:
-// the Internet checksum over a pseudo-header (outer source and destination
-// address, protocol 33, DCCP packet length) followed by the header, the
-// options and the payload bytes that CsCov selects. The UDP checksum is left
-// to the kernel's UDP stack (always on, also for IPv4), so the whole
-// datagram stays covered whatever CsCov says. Why this rule: it keeps a
-// packet byte-identical to what a native DCCP stack would send, so a capture
-// rewritten to IP protocol 33 verifies in any DCCP dissector, and a partial
-// CsCov keeps its RFC 4340 meaning.
+// Two checksums protect a DCCP-UDP packet, and docs/interop.md gives the
+// reasoning in full:
 //
-// Caveat, to verify against the RFC text (which could not be retrieved
-// where this was written): RFC 6773 targets NAT traversal, and a NAT
-// rewrites the outer addresses without touching the DCCP checksum. A
-// receiver behind or across a NAT therefore cannot verify an
-// address-dependent checksum. Passing the zero netip.Addr for both
-// addresses to SetChecksum and VerifyChecksum gives an address-free
-// checksum (all-zero IPv4 addresses in the pseudo-header) that survives
-// NATs; the engine should use that where a NAT may sit on the path.
-
-// ProtoDCCP is the IP protocol number of DCCP, used in the pseudo-header
-// of native DCCP (RFC 4340 §9.1) and by pcapdccp for captures.
+//   - The UDP checksum (RFC 768) over the UDP pseudo-header (protocol 17)
+//     and the whole datagram. RFC 6773 requires it (never zero), and it is
+//     the check that survives NAT: a NAT rewrites the outer addresses and
+//     ports and updates the UDP checksum to match. The kernel computes it
+//     when sending and verifies it before a datagram reaches a socket, so
+//     this package never sees it; UDPChecksum computes it for captures.
+//   - The DCCP checksum (RFC 4340 §9) in the generic header, computed
+//     exactly as native DCCP does it: over the IP pseudo-header with
+//     protocol 33 and the DCCP length, then the header, the options and
+//     the payload bytes CsCov selects. SetChecksum fills it for the outer
+//     addresses as the sender sends them, so a packet whose path has no
+//     NAT is byte for byte a native DCCP packet and any DCCP dissector
+//     verifies it once the UDP header is stripped.
+//
+// A NAT rewrites the addresses but not the DCCP checksum. The error this
+// leaves is the ones'-complement difference between the two
+// pseudo-headers, which depends on the addresses alone (the length is the
+// same on both sides, ports are not in it), so it is the same for every
+// packet of a flow. ChecksumResidual exposes it: the engine accepts the
+// residual 0xffff (right for the addresses it sees) or the one the flow's
+// handshake showed, and so keeps a DCCP-level integrity check across NATs.
+//
+// ProtoDCCP is the IP protocol number of DCCP (RFC 4340 §9.1), used in the
+// DCCP checksum's pseudo-header and by captures in native form.
 const ProtoDCCP = 33
 
 // ProtoUDP is the IP protocol number of UDP.
 const ProtoUDP = 17
 
-// checksumProto is the pseudo-header protocol number SetChecksum uses.
-const checksumProto = ProtoDCCP
+// ResidualGood is the residual of a DCCP checksum that is right for the
+// addresses it was checked with.
+const ResidualGood = 0xffff
 
 // SetChecksum fills the DCCP checksum of pkt (a complete DCCP packet whose
-// Data Offset and CsCov are set) for the outer addresses src and dst.
-// A coverage beyond the packet is clamped to the whole packet.
+// Data Offset and CsCov are set) for the outer source and destination
+// addresses src and dst (RFC 4340 §9.1). A coverage beyond the packet is
+// clamped to the whole packet. An address the sender does not know (an
+// invalid or unspecified one) counts as zeros.
 func SetChecksum(pkt []byte, src, dst netip.Addr) {
-	SetChecksumProto(pkt, src, dst, checksumProto)
-}
-
-// VerifyChecksum reports whether the DCCP checksum of pkt is correct for
-// src and dst, and its CsCov does not exceed the packet (RFC 4340 §9.2).
-func VerifyChecksum(pkt []byte, src, dst netip.Addr) bool {
-	return VerifyChecksumProto(pkt, src, dst, checksumProto)
-}
-
-// SetChecksumProto is SetChecksum with an explicit pseudo-header protocol
-// number (33 for native DCCP, as in captures).
-func SetChecksumProto(pkt []byte, src, dst netip.Addr, proto uint8) {
 	if len(pkt) < GenericHeaderLen {
 		return
 	}
@@ -65,30 +61,38 @@ func SetChecksumProto(pkt []byte, src, dst netip.Addr, proto uint8) {
 	if !ok {
 		cov = len(pkt)
 	}
-	s := pseudoSum(src, dst, proto, len(pkt))
-	s = sum64(pkt[:cov], s)
-	binary.BigEndian.PutUint16(pkt[6:], ^fold(s))
+	s := inetsum.PseudoHeader(src, dst, ProtoDCCP, len(pkt))
+	binary.BigEndian.PutUint16(pkt[6:], inetsum.Finish(inetsum.Sum(s, pkt[:cov])))
 }
 
-// VerifyChecksumProto is VerifyChecksum with an explicit pseudo-header
-// protocol number.
-func VerifyChecksumProto(pkt []byte, src, dst netip.Addr, proto uint8) bool {
-	if len(pkt) < GenericHeaderLen {
-		return false
-	}
+// VerifyChecksum reports whether the DCCP checksum of pkt is right for the
+// outer addresses src and dst, and its CsCov does not exceed the packet
+// (RFC 4340 §9.2).
+func VerifyChecksum(pkt []byte, src, dst netip.Addr) bool {
+	r, ok := ChecksumResidual(pkt, src, dst)
+	return ok && r == ResidualGood
+}
+
+// ChecksumResidual returns the folded sum of the pseudo-header for src and
+// dst and the bytes the DCCP checksum covers, checksum field included:
+// ResidualGood when the checksum is right for these addresses, else a value
+// that, for a packet intact but sent with other addresses (through a NAT),
+// depends only on the two address pairs. ok is false if pkt is shorter than
+// a generic header or its coverage exceeds it; such a packet must be
+// dropped (RFC 4340 §9.2).
+func ChecksumResidual(pkt []byte, src, dst netip.Addr) (residual uint16, ok bool) {
 	cov, ok := Coverage(pkt)
 	if !ok {
-		return false
+		return 0, false
 	}
-	s := pseudoSum(src, dst, proto, len(pkt))
-	s = sum64(pkt[:cov], s)
-	return fold(s) == 0xffff
+	s := inetsum.PseudoHeader(src, dst, ProtoDCCP, len(pkt))
+	return inetsum.Fold(inetsum.Sum(s, pkt[:cov])), true
 }
 
-// Coverage returns how many bytes of pkt the checksum covers (RFC 4340
+// Coverage returns how many bytes of pkt the DCCP checksum covers (RFC 4340
 // §9.2): all of it for CsCov 0, else the header and options plus
-// (CsCov-1)*4 payload bytes. ok is false if that exceeds the packet or
-// the Data Offset does.
+// (CsCov-1)*4 payload bytes. ok is false if that exceeds the packet, the
+// Data Offset does, or pkt is shorter than a generic header.
 func Coverage(pkt []byte) (n int, ok bool) {
 	if len(pkt) < GenericHeaderLen {
 		return 0, false
@@ -108,69 +112,17 @@ func Coverage(pkt []byte) (n int, ok bool) {
 	return n, true
 }
 
-// pseudoSum is the unfolded sum of the IPv4 or IPv6 pseudo-header
-// (RFC 4340 §9.1, same layout as TCP's and UDP's).
-func pseudoSum(src, dst netip.Addr, proto uint8, length int) uint64 {
-	var s uint64
-	// A dual-stack socket reports IPv4 peers as ::ffff:a.b.c.d; the packet
-	// on the wire is IPv4 all the same.
-	src, dst = src.Unmap(), dst.Unmap()
-	if !src.IsValid() && !dst.IsValid() {
-		return uint64(proto) + uint64(length)
+// UDPChecksum returns the UDP checksum field (RFC 768) of a datagram from
+// src to dst whose UDP header (length set, checksum field zero) and
+// payload are udp. A computed zero is sent as 0xffff: zero means "no
+// checksum", which RFC 6773 does not allow for DCCP-UDP.
+func UDPChecksum(src, dst netip.Addr, udp []byte) uint16 {
+	c := inetsum.Finish(inetsum.Sum(inetsum.PseudoHeader(src, dst, ProtoUDP, len(udp)), udp))
+	if c == 0 {
+		c = 0xffff
 	}
-	if src.Is4() && dst.Is4() {
-		a, b := src.As4(), dst.As4()
-		s = uint64(binary.BigEndian.Uint32(a[:])) + uint64(binary.BigEndian.Uint32(b[:]))
-		s += uint64(proto) + uint64(length)
-		return s
-	}
-	a, b := src.As16(), dst.As16()
-	s = sum64(a[:], 0)
-	s = sum64(b[:], s)
-	s += uint64(uint32(length)) + uint64(proto)
-	return s
+	return c
 }
 
-// InternetChecksum returns the RFC 1071 checksum of b (the complement of
-// the ones'-complement sum of its 16-bit words).
-func InternetChecksum(b []byte) uint16 { return ^fold(sum64(b, 0)) }
-
-// sum64 adds b, as big-endian 16-bit words, to the ones'-complement
-// accumulator s. It works on 64-bit loads, 32 bytes per iteration, with
-// end-around carries; the result must be folded.
-func sum64(b []byte, s uint64) uint64 {
-	var c uint64
-	for len(b) >= 32 {
-		s, c = bits.Add64(s, binary.BigEndian.Uint64(b[0:]), c)
-		s, c = bits.Add64(s, binary.BigEndian.Uint64(b[8:]), c)
-		s, c = bits.Add64(s, binary.BigEndian.Uint64(b[16:]), c)
-		s, c = bits.Add64(s, binary.BigEndian.Uint64(b[24:]), c)
-		b = b[32:]
-	}
-	for len(b) >= 8 {
-		s, c = bits.Add64(s, binary.BigEndian.Uint64(b), c)
-		b = b[8:]
-	}
-	if len(b) >= 4 {
-		s, c = bits.Add64(s, uint64(binary.BigEndian.Uint32(b)), c)
-		b = b[4:]
-	}
-	if len(b) >= 2 {
-		s, c = bits.Add64(s, uint64(binary.BigEndian.Uint16(b)), c)
-		b = b[2:]
-	}
-	if len(b) == 1 {
-		s, c = bits.Add64(s, uint64(b[0])<<8, c)
-	}
-	s, c = bits.Add64(s, 0, c)
-	return s + c
-}
-
-// fold reduces a 64-bit ones'-complement accumulator to 16 bits.
-func fold(s uint64) uint16 {
-	s = (s >> 32) + (s & 0xffffffff)
-	s = (s >> 32) + (s & 0xffffffff)
-	s = (s >> 16) + (s & 0xffff)
-	s = (s >> 16) + (s & 0xffff)
-	return uint16(s)
-}
+// InternetChecksum returns the RFC 1071 checksum of b.
+func InternetChecksum(b []byte) uint16 { return inetsum.Checksum(b) }

@@ -85,8 +85,12 @@ type MPOption struct {
 	RTT     uint32 // MP_RTT, ms
 	Age     uint32 // MP_RTT, ms since the measurement
 	Addr    netip.Addr
-	Port    uint16 // ADDADDR; 0 = absent
-	Prio    uint8  // MP_PRIO, 4 bits
+	Port    uint16 // ADDADDR; 0 = absent or "the same port"
+	// HasPort says an ADDADDR carries the port field (possibly 0: RFC
+	// 9897's example uses an explicit 0 for "same port"). Encoding writes
+	// the field when HasPort is set or Port is not 0.
+	HasPort bool
+	Prio    uint8 // MP_PRIO, 4 bits
 	// Raw is, for MP_CONFIRM, the confirmed list: complete Multipath
 	// options (an MP_SEQ, then the option(s) it confirms, newest first),
 	// which NewOptionIter can walk; for MP_EXP, the experimental data.
@@ -164,12 +168,9 @@ func ParseMP(data []byte, o *MPOption) error {
 			return bad()
 		}
 		if len(a) == 6 || len(a) == 18 {
-			o.Port = binary.BigEndian.Uint16(a[len(a)-2:])
-			if o.Port == 0 {
-				// A present port of 0 could not be told from an absent one
-				// in the HMAC input (RFC 9897 §3.2.6 uses 0 for absent).
-				return fmt.Errorf("%w: MP_ADDADDR with port 0", ErrBadMP)
-			}
+			// An explicit 0 means the same port as the subflow's; it
+			// authenticates as an absent port does (0x0000 in the HMAC).
+			o.Port, o.HasPort = binary.BigEndian.Uint16(a[len(a)-2:]), true
 		}
 	case MPRemoveAddr:
 		if len(v) != MPRemoveAddrLen-mpPrefix {
@@ -227,7 +228,7 @@ func MPLen(o *MPOption) (int, error) {
 		default:
 			return 0, fmt.Errorf("%w: MP_ADDADDR without address", ErrBadArgument)
 		}
-		if o.Port != 0 {
+		if o.Port != 0 || o.HasPort {
 			n += 2
 		}
 	case MPRemoveAddr:
@@ -284,7 +285,7 @@ func PutMP(b []byte, o *MPOption) (int, error) {
 		binary.BigEndian.PutUint32(v[1:], o.Nonce)
 		a := o.Addr.AsSlice()
 		copy(v[5:], a)
-		if o.Port != 0 {
+		if o.Port != 0 || o.HasPort {
 			binary.BigEndian.PutUint16(v[5+len(a):], o.Port)
 		}
 	case MPRemoveAddr:

@@ -371,12 +371,15 @@ var mpCases = []struct {
 		h("2e 0c 06 03 00001234 00000010")},
 	{"MP_ADDADDR v4", MPOption{Type: MPAddAddr, AddrID: 1, Nonce: 0xcafebabe, Addr: netip.MustParseAddr("192.0.2.1")},
 		h("2e 0c 07 01 cafebabe c0000201")},
-	{"MP_ADDADDR v4+port", MPOption{Type: MPAddAddr, AddrID: 1, Nonce: 0xcafebabe, Addr: netip.MustParseAddr("192.0.2.1"), Port: 6511},
+	{"MP_ADDADDR v4+port", MPOption{Type: MPAddAddr, AddrID: 1, Nonce: 0xcafebabe, Addr: netip.MustParseAddr("192.0.2.1"), Port: 6511, HasPort: true},
 		h("2e 0e 07 01 cafebabe c0000201 196f")},
 	{"MP_ADDADDR v6", MPOption{Type: MPAddAddr, AddrID: 2, Nonce: 1, Addr: netip.MustParseAddr("2001:db8::1")},
 		h("2e 18 07 02 00000001 20010db8000000000000000000000001")},
-	{"MP_ADDADDR v6+port", MPOption{Type: MPAddAddr, AddrID: 2, Nonce: 1, Addr: netip.MustParseAddr("2001:db8::1"), Port: 0x1234},
+	{"MP_ADDADDR v6+port", MPOption{Type: MPAddAddr, AddrID: 2, Nonce: 1, Addr: netip.MustParseAddr("2001:db8::1"), Port: 0x1234, HasPort: true},
 		h("2e 1a 07 02 00000001 20010db8000000000000000000000001 1234")},
+	// RFC 9897's own example: an explicit port 0, "the same port".
+	{"MP_ADDADDR v4+port 0", MPOption{Type: MPAddAddr, AddrID: 1, Nonce: 0xcafebabe, Addr: netip.MustParseAddr("192.0.2.1"), HasPort: true},
+		h("2e 0e 07 01 cafebabe c0000201 0000")},
 	{"MP_REMOVEADDR", MPOption{Type: MPRemoveAddr, AddrID: 9, Nonce: 0x0badf00d}, h("2e 08 08 09 0badf00d")},
 	{"MP_PRIO", MPOption{Type: MPPrio, Prio: 15}, h("2e 04 09 0f")},
 	{"MP_CLOSE", MPOption{Type: MPClose, KeyData: key8b}, h("2e 0b 0a 2122232425262728")},
@@ -435,28 +438,27 @@ func mpEqual(a, b *MPOption) bool {
 	return a.Type == b.Type && a.Seq == b.Seq && a.AddrID == b.AddrID && a.Token == b.Token &&
 		a.Nonce == b.Nonce && bytes.Equal(a.HMAC, b.HMAC) && bytes.Equal(a.Keys, b.Keys) &&
 		bytes.Equal(a.KeyData, b.KeyData) && a.RTTType == b.RTTType && a.RTT == b.RTT &&
-		a.Age == b.Age && a.Addr == b.Addr && a.Port == b.Port && a.Prio == b.Prio &&
+		a.Age == b.Age && a.Addr == b.Addr && a.Port == b.Port && a.HasPort == b.HasPort && a.Prio == b.Prio &&
 		bytes.Equal(a.Raw, b.Raw)
 }
 
 func TestParseMPErrors(t *testing.T) {
 	bad := []string{
-		"",                             // no MP_OPT
-		"01 03a1b2c3d4010203",          // JOIN one byte short
-		"01 03a1b2c3d40102030405",      // JOIN one byte long
-		"02",                           // FAST_CLOSE without key
-		"03 00a1b2c3d4",                // KEY without key
-		"03 00a1b2c3d4 00 11",          // KEY plain truncated
-		"04 0102030405",                // SEQ short
-		"05 00",                        // HMAC short
-		"06 03 00001234 000000",        // RTT short
-		"07 01 cafebabe c00002",        // ADDADDR bad address length
-		"07 01 cafebabe c0000201 0000", // ADDADDR port 0 present
-		"08 09 0badf0",                 // REMOVEADDR short
-		"08 09",                        // REMOVEADDR in the 4-byte form of the figure
-		"09",                           // PRIO without value
-		"0a",                           // CLOSE without key
-		"0c",                           // unknown MP_OPT 12
+		"",                        // no MP_OPT
+		"01 03a1b2c3d4010203",     // JOIN one byte short
+		"01 03a1b2c3d40102030405", // JOIN one byte long
+		"02",                      // FAST_CLOSE without key
+		"03 00a1b2c3d4",           // KEY without key
+		"03 00a1b2c3d4 00 11",     // KEY plain truncated
+		"04 0102030405",           // SEQ short
+		"05 00",                   // HMAC short
+		"06 03 00001234 000000",   // RTT short
+		"07 01 cafebabe c00002",   // ADDADDR bad address length
+		"08 09 0badf0",            // REMOVEADDR short
+		"08 09",                   // REMOVEADDR in the 4-byte form of the figure
+		"09",                      // PRIO without value
+		"0a",                      // CLOSE without key
+		"0c",                      // unknown MP_OPT 12
 	}
 	for _, s := range bad {
 		var o MPOption

@@ -1,9 +1,21 @@
 // SPDX-License-Identifier: MIT
 
-// Package pcapdccp writes DCCP packets as a pcap of raw IP packets with
-// IP protocol 33, so that Wireshark's and tcpdump's DCCP dissectors read
-// them. mptun carries DCCP inside UDP (RFC 6773); a capture rewritten this
-// way shows the DCCP layer directly, which is what one wants to debug.
+// Package pcapdccp writes mptun's datagrams to a pcap of raw IP packets, in
+// one of two forms:
+//
+//   - FormUDP (the default): IPv4/IPv6 + UDP + the DCCP packet, as the
+//     datagram crossed the wire (DCCP-UDP, RFC 6773). Wireshark shows it as
+//     UDP to port 6511; contrib/wireshark/mpdccp.lua hands it to Wireshark's
+//     DCCP dissector and decodes the Multipath option.
+//   - FormDCCP: IP protocol 33 + the DCCP packet, the UDP header removed,
+//     which Wireshark's and tcpdump's DCCP dissectors read without a plugin.
+//
+// The DCCP packet is written exactly as it was sent or received: nothing
+// here computes or "fixes" a DCCP checksum, so a damaged or NATed packet
+// shows up as such. The IP and UDP headers are made up from the addresses,
+// because a UDP socket does not see them; the UDP checksum written is the
+// one the kernel computes when sending and has verified before handing a
+// received datagram over (docs/interop.md, "Captures").
 package pcapdccp
 
 import (
@@ -23,39 +35,76 @@ import (
 // SnapLen is the snapshot length written in the file header.
 const SnapLen = 65535
 
-// Writer writes DCCP packets wrapped in IPv4 or IPv6 headers. It is not
-// safe for concurrent use.
+// Form selects the encapsulation a Writer writes.
+type Form uint8
+
+const (
+	FormUDP  Form = iota // IP + UDP + DCCP, as on the wire
+	FormDCCP             // IP protocol 33 + DCCP, the UDP header removed
+)
+
+func (f Form) String() string {
+	if f == FormDCCP {
+		return "dccp"
+	}
+	return "udp"
+}
+
+// ParseForm parses "udp" or "dccp".
+func ParseForm(s string) (Form, error) {
+	switch s {
+	case "", "udp":
+		return FormUDP, nil
+	case "dccp":
+		return FormDCCP, nil
+	}
+	return 0, fmt.Errorf("pcap: unknown form %q (udp or dccp)", s)
+}
+
+// MaxOverhead is the most a record adds to a datagram: the record header,
+// an IPv6 header and a UDP header.
+const MaxOverhead = 16 + 40 + 8
+
+// Writer writes datagrams wrapped in IPv4 or IPv6 headers. It is not safe
+// for concurrent use.
 type Writer struct {
-	w   *pcapgo.Writer
-	buf []byte
-	id  uint16
+	w    *pcapgo.Writer
+	form Form
+	buf  []byte
+	id   uint16
 }
 
 // NewWriter writes a pcap file header (link type raw IP) to w.
-func NewWriter(w io.Writer) (*Writer, error) {
+func NewWriter(w io.Writer, form Form) (*Writer, error) {
 	pw := pcapgo.NewWriter(w)
 	if err := pw.WriteFileHeader(SnapLen, layers.LinkTypeRaw); err != nil {
 		return nil, fmt.Errorf("pcap: write file header: %w", err)
 	}
-	return &Writer{w: pw, buf: make([]byte, 0, 2048)}, nil
+	return &Writer{w: pw, form: form, buf: make([]byte, 0, 2048)}, nil
 }
 
-// WritePacket writes dccp (one DCCP packet) as sent from src to dst at t.
-// Both addresses must be IPv4 or both IPv6. The DCCP checksum of the copy
-// written is recomputed for the pseudo-header with protocol 33; dccp
-// itself is not modified.
-func (w *Writer) WritePacket(t time.Time, src, dst netip.Addr, dccp []byte) error {
-	src, dst = src.Unmap(), dst.Unmap()
-	var hl int
-	switch {
-	case src.Is4() && dst.Is4():
-		hl = 20
-	case src.Is6() && dst.Is6():
-		hl = 40
-	default:
-		return fmt.Errorf("pcap: address families differ or invalid: %v -> %v", src, dst)
+// Form is the encapsulation w writes.
+func (w *Writer) Form() Form { return w.form }
+
+// WritePacket writes dg, the payload of one UDP datagram (a DCCP packet),
+// as sent from src to dst at t. dg is written unchanged and not modified.
+// An unspecified address of one family next to an address of the other
+// (a wildcard dual-stack socket) takes the other's family.
+func (w *Writer) WritePacket(t time.Time, src, dst netip.AddrPort, dg []byte) error {
+	sa, da, err := addrPair(src.Addr(), dst.Addr())
+	if err != nil {
+		return err
 	}
-	total := hl + len(dccp)
+	hl := 40
+	if sa.Is4() {
+		hl = 20
+	}
+	ul := 0
+	proto := uint8(wire.ProtoDCCP)
+	if w.form == FormUDP {
+		ul, proto = 8, wire.ProtoUDP
+	}
+	total := hl + ul + len(dg)
 	if total > SnapLen {
 		return fmt.Errorf("pcap: packet of %d bytes exceeds %d", total, SnapLen)
 	}
@@ -63,35 +112,67 @@ func (w *Writer) WritePacket(t time.Time, src, dst netip.Addr, dccp []byte) erro
 		w.buf = make([]byte, 0, total)
 	}
 	b := w.buf[:total]
-	ip := b[:hl]
-	clear(ip)
-	if hl == 20 {
-		ip[0] = 0x45
-		binary.BigEndian.PutUint16(ip[2:], uint16(total))
-		binary.BigEndian.PutUint16(ip[4:], w.id)
-		w.id++
-		ip[6] = 0x40 // Don't Fragment
-		ip[8] = 64
-		ip[9] = wire.ProtoDCCP
-		s, d := src.As4(), dst.As4()
-		copy(ip[12:], s[:])
-		copy(ip[16:], d[:])
-		binary.BigEndian.PutUint16(ip[10:], wire.InternetChecksum(ip))
-	} else {
-		ip[0] = 0x60
-		binary.BigEndian.PutUint16(ip[4:], uint16(len(dccp)))
-		ip[6] = wire.ProtoDCCP
-		ip[7] = 64
-		s, d := src.As16(), dst.As16()
-		copy(ip[8:], s[:])
-		copy(ip[24:], d[:])
+	w.putIP(b[:hl], sa, da, proto, ul+len(dg))
+	copy(b[hl+ul:], dg)
+	if ul > 0 {
+		udp := b[hl:]
+		binary.BigEndian.PutUint16(udp[0:], src.Port())
+		binary.BigEndian.PutUint16(udp[2:], dst.Port())
+		binary.BigEndian.PutUint16(udp[4:], uint16(len(udp)))
+		udp[6], udp[7] = 0, 0
+		binary.BigEndian.PutUint16(udp[6:], wire.UDPChecksum(sa, da, udp))
 	}
-	pkt := b[hl:]
-	copy(pkt, dccp)
-	wire.SetChecksumProto(pkt, src, dst, wire.ProtoDCCP)
 	ci := gopacket.CaptureInfo{Timestamp: t, CaptureLength: total, Length: total}
 	if err := w.w.WritePacket(ci, b); err != nil {
 		return fmt.Errorf("pcap: write packet: %w", err)
 	}
 	return nil
+}
+
+// putIP writes an IPv4 (len(ip) 20) or IPv6 header for a payload of n bytes.
+func (w *Writer) putIP(ip []byte, src, dst netip.Addr, proto uint8, n int) {
+	clear(ip)
+	if len(ip) == 20 {
+		ip[0] = 0x45
+		binary.BigEndian.PutUint16(ip[2:], uint16(20+n))
+		binary.BigEndian.PutUint16(ip[4:], w.id)
+		w.id++
+		ip[6] = 0x40 // Don't Fragment
+		ip[8] = 64
+		ip[9] = proto
+		s, d := src.As4(), dst.As4()
+		copy(ip[12:], s[:])
+		copy(ip[16:], d[:])
+		binary.BigEndian.PutUint16(ip[10:], wire.InternetChecksum(ip))
+		return
+	}
+	ip[0] = 0x60
+	binary.BigEndian.PutUint16(ip[4:], uint16(n))
+	ip[6] = proto
+	ip[7] = 64
+	s, d := src.As16(), dst.As16()
+	copy(ip[8:], s[:])
+	copy(ip[24:], d[:])
+}
+
+// addrPair makes src and dst one family.
+func addrPair(src, dst netip.Addr) (netip.Addr, netip.Addr, error) {
+	src, dst = src.Unmap(), dst.Unmap()
+	switch {
+	case !src.IsValid() || !dst.IsValid():
+	case src.Is4() == dst.Is4():
+		return src, dst, nil
+	case src.IsUnspecified():
+		return unspecifiedLike(dst), dst, nil
+	case dst.IsUnspecified():
+		return src, unspecifiedLike(src), nil
+	}
+	return netip.Addr{}, netip.Addr{}, fmt.Errorf("pcap: address families differ or invalid: %v -> %v", src, dst)
+}
+
+func unspecifiedLike(a netip.Addr) netip.Addr {
+	if a.Is4() {
+		return netip.IPv4Unspecified()
+	}
+	return netip.IPv6Unspecified()
 }

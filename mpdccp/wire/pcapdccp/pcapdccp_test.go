@@ -4,6 +4,7 @@ package pcapdccp
 
 import (
 	"bytes"
+	"encoding/binary"
 	"encoding/hex"
 	"fmt"
 	"net/netip"
@@ -19,7 +20,7 @@ import (
 )
 
 type sent struct {
-	src, dst netip.Addr
+	src, dst netip.AddrPort
 	pkt      []byte
 	hdr      wire.Header
 	cells    string // hex of the Ack Vector cells, if any
@@ -54,9 +55,10 @@ func session(t *testing.T) []sent {
 		if err != nil {
 			t.Fatal(err)
 		}
-		// The checksum as the daemon would send it; the writer must redo it.
-		wire.SetChecksum(buf[:n], netip.Addr{}, netip.Addr{})
-		out = append(out, sent{src: src, dst: dst, pkt: buf[:n], hdr: hd})
+		// The checksum as the daemon sends it: for the outer addresses.
+		wire.SetChecksum(buf[:n], src, dst)
+		out = append(out, sent{src: netip.AddrPortFrom(src, hd.SrcPort), dst: netip.AddrPortFrom(dst, hd.DstPort),
+			pkt: buf[:n], hdr: hd})
 		return &out[len(out)-1]
 	}
 	mp := func(o wire.MPOption) func(b *wire.Builder) error {
@@ -96,7 +98,7 @@ func session(t *testing.T) []sent {
 		func(b *wire.Builder) error { return b.Timestamp(12345) })
 
 	// Data with MP_SEQ, wrapping around 2^48, and acks with Ack Vectors.
-	payload := bytes.Repeat([]byte{0x45}, 100)
+	payload := innerIPv4(100)
 	for i := range 3 {
 		s = add(cli4, srv4, wire.Header{SrcPort: cp, DstPort: sp, CCVal: uint8(i), Type: wire.TypeData, Seq: wire.MaxSeq - 1 + uint64(i)&wire.MaxSeq}, payload,
 			mp(wire.MPOption{Type: wire.MPSeq, Seq: wire.SeqAdd(wire.MaxSeq, int64(i))}))
@@ -164,14 +166,14 @@ func session(t *testing.T) []sent {
 	return out
 }
 
-func writeSession(t *testing.T, path string) []sent {
+func writeSession(t *testing.T, path string, form Form) []sent {
 	pkts := session(t)
 	f, err := os.Create(path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	w, err := NewWriter(f)
+	w, err := NewWriter(f, form)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -189,29 +191,97 @@ func writeSession(t *testing.T, path string) []sent {
 }
 
 func TestWriterFormat(t *testing.T) {
+	pkt := session(t)[0].pkt
+	src, dst := netip.AddrPortFrom(cli4, 40001), netip.AddrPortFrom(srv4, 6511)
+	for _, form := range []Form{FormUDP, FormDCCP} {
+		var buf bytes.Buffer
+		w, err := NewWriter(&buf, form)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := w.WritePacket(time.Unix(1, 0), src, dst, pkt); err != nil {
+			t.Fatal(err)
+		}
+		b := buf.Bytes()
+		ul := 8
+		if form == FormDCCP {
+			ul = 0
+		}
+		// 24-byte file header (link type 101 = raw IP), 16-byte record header.
+		if len(b) != 24+16+20+ul+len(pkt) || b[20] != 101 {
+			t.Fatalf("%v: pcap of %d bytes, link type %d", form, len(b), b[20])
+		}
+		ip := b[40:60]
+		if ip[0] != 0x45 || wire.InternetChecksum(ip) != 0 {
+			t.Fatalf("%v: IPv4 header %x", form, ip)
+		}
+		if !bytes.Equal(b[60+ul:], pkt) {
+			t.Fatalf("%v: DCCP packet not written as given", form)
+		}
+		switch form {
+		case FormDCCP:
+			if ip[9] != 33 {
+				t.Fatalf("protocol %d", ip[9])
+			}
+		case FormUDP:
+			udp := b[60:]
+			if ip[9] != 17 || binary.BigEndian.Uint16(udp) != 40001 || binary.BigEndian.Uint16(udp[2:]) != 6511 ||
+				int(binary.BigEndian.Uint16(udp[4:])) != len(udp) {
+				t.Fatalf("UDP header %x", udp[:8])
+			}
+			// The RFC 768 pseudo-header, laid out byte by byte.
+			ph := append(append(cli4.AsSlice(), srv4.AsSlice()...), 0, 17, byte(len(udp)>>8), byte(len(udp)))
+			if binary.BigEndian.Uint16(udp[6:]) == 0 || wire.InternetChecksum(append(ph, udp...)) != 0 {
+				t.Fatalf("UDP checksum %x does not verify", udp[6:8])
+			}
+		}
+	}
 	var buf bytes.Buffer
-	w, err := NewWriter(&buf)
+	w, _ := NewWriter(&buf, FormUDP)
+	if err := w.WritePacket(time.Unix(1, 0), src, netip.AddrPortFrom(srv6, 6511), pkt); err == nil {
+		t.Fatal("mixed families accepted")
+	}
+	// A wildcard dual-stack socket's address takes the peer's family.
+	if err := w.WritePacket(time.Unix(1, 0), src, netip.AddrPortFrom(netip.IPv6Unspecified(), 6511), pkt); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestCaptureHonesty: a datagram whose DCCP checksum is wrong, as a
+// damaged or foreign datagram would be, is written with that checksum in
+// both forms; and Wireshark says it is bad.
+func TestCaptureHonesty(t *testing.T) {
+	pkt := append([]byte(nil), session(t)[4].pkt...)
+	pkt[len(pkt)-1] ^= 0x20 // a payload bit flipped after the checksum was made
+	src, dst := netip.AddrPortFrom(cli4, 40001), netip.AddrPortFrom(srv4, 6511)
+	path := filepath.Join(t.TempDir(), "bad.pcap")
+	f, err := os.Create(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	pkt := session(t)[0].pkt
-	if err := w.WritePacket(time.Unix(1, 0), cli4, srv4, pkt); err != nil {
+	w, _ := NewWriter(f, FormDCCP)
+	if err := w.WritePacket(time.Unix(1, 0), src, dst, pkt); err != nil {
 		t.Fatal(err)
 	}
-	b := buf.Bytes()
-	// 24-byte file header (link type 101 = raw IP), 16-byte record header.
-	if len(b) != 24+16+20+len(pkt) || b[20] != 101 {
-		t.Fatalf("pcap of %d bytes, link type %d", len(b), b[20])
+	f.Close()
+	raw, _ := os.ReadFile(path)
+	if !bytes.Equal(raw[24+16+20:], pkt) {
+		t.Fatal("the capture changed the packet")
 	}
-	ip := b[40:60]
-	if ip[0] != 0x45 || ip[9] != 33 || wire.InternetChecksum(ip) != 0 {
-		t.Fatalf("IPv4 header %x", ip)
+	if wire.VerifyChecksum(raw[24+16+20:], cli4, srv4) {
+		t.Fatal("the capture repaired the DCCP checksum")
 	}
-	if !wire.VerifyChecksumProto(b[60:], cli4, srv4, wire.ProtoDCCP) {
-		t.Fatal("DCCP checksum in capture does not verify")
+	tshark, err := exec.LookPath("tshark")
+	if err != nil {
+		t.Skip("tshark not installed (apt-get install tshark); skipping Wireshark's verdict")
 	}
-	if err := w.WritePacket(time.Unix(1, 0), cli4, srv6, pkt); err == nil {
-		t.Fatal("mixed families accepted")
+	out, err := exec.Command(tshark, "-r", path, "-n", "-o", "dccp.check_checksum:TRUE", "-T", "fields",
+		"-e", "dccp.checksum.status").Output()
+	if err != nil {
+		t.Fatalf("tshark: %v", err)
+	}
+	if strings.TrimSpace(string(out)) != "0" {
+		t.Fatalf("Wireshark checksum status %q, want 0 (bad)", out)
 	}
 }
 
@@ -228,7 +298,7 @@ func TestTshark(t *testing.T) {
 	if p := os.Getenv("PCAPDCCP_KEEP"); p != "" {
 		path = p
 	}
-	pkts := writeSession(t, path)
+	pkts := writeSession(t, path, FormDCCP)
 
 	fields := []string{"frame.number", "ip.proto", "ipv6.nxt", "dccp.type", "dccp.seq_raw", "dccp.ack_raw",
 		"dccp.checksum.status", "dccp.ack_vector.nonce_0", "dccp.ack_vector.nonce_1", "dccp.option_type",
@@ -326,4 +396,15 @@ func TestTshark(t *testing.T) {
 	if st[len(st)-1] != "0" {
 		t.Errorf("corrupted packet: checksum status %q, want 0 (bad)", st[len(st)-1])
 	}
+}
+
+// innerIPv4 is a tunnelled packet: an IPv4 header (protocol 253, for
+// experiments) and zeros, n bytes in all.
+func innerIPv4(n int) []byte {
+	p := make([]byte, n)
+	p[0], p[8], p[9] = 0x45, 64, 253
+	binary.BigEndian.PutUint16(p[2:], uint16(n))
+	copy(p[12:], []byte{10, 99, 0, 1, 10, 99, 0, 2})
+	binary.BigEndian.PutUint16(p[10:], wire.InternetChecksum(p[:20]))
+	return p
 }
