@@ -69,10 +69,9 @@ const maxEvents = 1024
 
 // eventQueue is a bounded FIFO; when full the oldest event is dropped.
 type eventQueue struct {
-	buf        []Event
-	head, n    int
-	lost       uint64
-	subscribed bool
+	buf     []Event
+	head, n int
+	lost    uint64
 }
 
 func (q *eventQueue) push(ev Event) {
