@@ -686,3 +686,16 @@ func TestReconfigure(t *testing.T) {
 		t.Errorf("concentrator holds %d subflows:\n%s", n, w.eventLog(1))
 	}
 }
+
+// The data path asks the manager for its deadline after every batch: it
+// must not allocate.
+func TestDeadlineDoesNotAllocate(t *testing.T) {
+	w := newTwoPathWorld(t, 15)
+	if w.until(5*time.Second, w.allOpen(2)) == 0 {
+		t.Fatalf("paths not open:\n%s", w.eventLog(0))
+	}
+	w.cliMgr.Deadline()
+	if n := testing.AllocsPerRun(100, func() { w.cliMgr.Deadline(); w.srvMgr.Deadline() }); n != 0 {
+		t.Errorf("%.1f allocations per Deadline", n)
+	}
+}
