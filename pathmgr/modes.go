@@ -31,7 +31,9 @@ type modeState struct {
 type quality struct {
 	healthy      bool
 	healthySince mono.Time
-	good         bool // switch mode: within thresholds (with hysteresis)
+	badSince     mono.Time // a soft problem began
+	good         bool      // switch mode: within thresholds (with hysteresis)
+	cause        string    // why it is not good
 	samples      []lossSample
 	why          string // why it is not healthy
 }
@@ -39,6 +41,7 @@ type quality struct {
 type lossSample struct {
 	at         mono.Time
 	sent, lost uint64
+	rtt        time.Duration
 }
 
 // desiredPrio is the MP_PRIO path p should have now.
@@ -157,47 +160,71 @@ func (m *Manager) infoIn(id int) (mpdccp.PathInfo, bool) {
 }
 
 // judge updates a path's health: open, not failed or suspected, link up,
-// and in switch mode within the RTT and loss thresholds.
+// and in switch mode within the RTT and loss thresholds. A suspicion or a
+// passed threshold counts only once it lasted settle: the scheduler
+// already keeps data off a suspected path, and a short spike (a queue
+// filling as traffic moves onto a path) must not make the modes thrash.
 func (m *Manager) judge(now mono.Time, p *path, q *quality, in mpdccp.PathInfo, ok bool) {
-	healthy, why := true, ""
+	hard, soft := "", ""
 	switch {
 	case !ok || !in.Open:
-		healthy, why = false, "has no open subflow"
+		hard = "has no open subflow"
 	case p.linkDown:
-		healthy, why = false, "link down"
+		hard = "link down"
 	case in.Failed:
-		healthy, why = false, "failed"
+		hard = "failed"
 	case in.Suspect:
-		healthy, why = false, "suspected"
+		soft = "suspected"
 	}
 	if m.set.Mode == ModeSwitch && ok {
-		m.judgeQuality(now, q, in, m.mode.hasAct && m.mode.active == p.id)
-		if healthy && !q.good {
-			healthy, why = false, q.why
+		active := m.mode.hasAct && m.mode.active == p.id
+		m.judgeQuality(now, q, in, active)
+		if soft == "" && !q.good {
+			soft = q.why
 		}
 	}
+	switch {
+	case soft != "" && hard == "":
+		if q.badSince == 0 {
+			q.badSince = now
+		}
+		if now.Sub(q.badSince) < settle {
+			soft = "" // not yet
+		}
+	default:
+		q.badSince = 0
+	}
+	why := hard + soft
+	healthy := why == ""
 	if healthy && !q.healthy {
 		q.healthySince = now
 	}
 	q.healthy = healthy
-	if !healthy {
-		q.why = why
-	} else if m.set.Mode != ModeSwitch {
-		q.why = ""
-	}
+	q.why = why
 }
 
-// judgeQuality applies the switch thresholds with hysteresis.
+// settle is how long a soft problem (suspicion, a threshold) must last
+// before the modes act on it.
+const settle = 500 * time.Millisecond
+
+// judgeQuality applies the switch thresholds with hysteresis. The RTT is
+// the smallest smoothed RTT of the last window (queueing spikes are not
+// the path's delay); a standby path carrying no data is measured by its
+// probes.
 func (m *Manager) judgeQuality(now mono.Time, q *quality, in mpdccp.PathInfo, active bool) {
 	sw := m.set.Switch
-	q.samples = append(q.samples, lossSample{at: now, sent: in.Sent, lost: in.Lost})
+	rtt := in.SRTT
+	if !active && in.ProbeRTT > 0 && now.Sub(in.ProbeAt) < 3*time.Second {
+		rtt = in.ProbeRTT
+	}
+	q.samples = append(q.samples, lossSample{at: now, sent: in.Sent, lost: in.Lost, rtt: rtt})
 	for len(q.samples) > 2 && now.Sub(q.samples[1].at) >= sw.Window {
 		q.samples = q.samples[1:]
 	}
-	rtt := in.SRTT
-	if !active && in.ProbeRTT > 0 && now.Sub(in.ProbeAt) < 3*time.Second {
-		// A standby path carries no data: its probes measure it.
-		rtt = in.ProbeRTT
+	for _, s := range q.samples {
+		if s.rtt > 0 && s.rtt < rtt {
+			rtt = s.rtt
+		}
 	}
 	loss, known := 0.0, false
 	if first := q.samples[0]; now.Sub(first.at) >= sw.Window/2 && in.Sent-first.sent >= 20 {
@@ -205,14 +232,15 @@ func (m *Manager) judgeQuality(now mono.Time, q *quality, in mpdccp.PathInfo, ac
 	}
 	switch {
 	case rtt > sw.RTTHigh:
-		q.good, q.why = false, fmt.Sprintf("RTT %v above %v", rtt.Round(time.Millisecond), sw.RTTHigh)
+		q.good, q.cause = false, fmt.Sprintf("RTT %v above %v", rtt.Round(time.Millisecond), sw.RTTHigh)
 	case known && loss > sw.LossHigh:
-		q.good, q.why = false, fmt.Sprintf("loss %.1f%% above %.1f%%", 100*loss, 100*sw.LossHigh)
+		q.good, q.cause = false, fmt.Sprintf("loss %.1f%% above %.1f%%", 100*loss, 100*sw.LossHigh)
 	case rtt > 0 && rtt <= sw.RTTLow && (!known || loss <= sw.LossLow):
-		if !q.good {
-			q.good, q.why = true, ""
-		}
-	case rtt == 0 && !q.good && q.why == "":
+		q.good, q.cause = true, ""
+	case rtt == 0 && !q.good && q.cause == "":
 		q.good = true // nothing measured yet: give it the benefit of the doubt
+	}
+	if !q.good {
+		q.why = q.cause
 	}
 }

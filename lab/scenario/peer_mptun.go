@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -146,6 +147,9 @@ func (m *MptunPeer) clientConfig(run *PeerRun) string {
 		if !t.DeviceOnly { // else the path follows the device's address
 			fmt.Fprintf(&b, "local = \"%s\"\n", p.CliAddr)
 		}
+		if prio, ok := t.Prio[p.Spec.Name]; ok {
+			fmt.Fprintf(&b, "prio = %d\n", prio)
+		}
 	}
 	fmt.Fprintf(&b, "\n[control]\nsocket = %q\n", controlSocket(run, "client"))
 	fmt.Fprintf(&b, "\n[log]\nlevel = \"info\"\n")
@@ -207,6 +211,17 @@ func connSettings(b *strings.Builder, t TunnelConf) {
 		}
 		if len(c.DSCP) > 0 {
 			fmt.Fprintf(b, "dscp = %s\n", strings.ReplaceAll(fmt.Sprint(c.DSCP), " ", ", "))
+		}
+	}
+	if len(t.Switch) > 0 {
+		b.WriteString("\n[connection.switch]\n")
+		keys := make([]string, 0, len(t.Switch))
+		for k := range t.Switch {
+			keys = append(keys, k)
+		}
+		slices.Sort(keys)
+		for _, k := range keys {
+			fmt.Fprintf(b, "%s = %s\n", k, tomlValue(t.Switch[k]))
 		}
 	}
 }

@@ -180,7 +180,12 @@ type TunnelConf struct {
 	// RemotePath sends every client path to the server address of this
 	// path (a multi-homed server asked on one address over all paths).
 	RemotePath string `toml:"remote_path"`
-	Binary     string `toml:"binary"` // mptund; default: next to this executable, then $PATH
+	// Prio sets client paths' MP_PRIO by path name (path.NAME.prio).
+	Prio map[string]int `toml:"prio"`
+	// Switch is the [connection.switch] table of both configs (rtt_high,
+	// rtt_low, loss_high, loss_low, hold).
+	Switch map[string]string `toml:"switch"`
+	Binary string            `toml:"binary"` // mptund; default: next to this executable, then $PATH
 }
 
 // ClassConf is one traffic-class rule of the tunnel (configs/cpe.toml
@@ -280,6 +285,11 @@ func (sc *Scenario) validate() error {
 	}
 	if rp := sc.Tunnel.RemotePath; rp != "" && !names[rp] {
 		bad("tunnel.remote_path %q: no such path", rp)
+	}
+	for name, p := range sc.Tunnel.Prio {
+		if !names[name] || p < 0 || p > 15 {
+			bad("tunnel.prio.%s = %d: want a path's name and 0..15", name, p)
+		}
 	}
 	for i, e := range sc.Events {
 		tunnel := tunnelActions[e.Action]
