@@ -271,3 +271,51 @@ func TestHealSetAndReload(t *testing.T) {
 		t.Errorf("repair broken: %d repaired, %d gaps skipped at the CPE", snd.Repaired, rcv.GapsSkipped)
 	}
 }
+
+// avgMbit is a path's mean rate over [from, to) seconds of the run.
+func avgMbit(run *report.Run, p report.PathRun, from, to float64) float64 {
+	w := run.BinWidth.Seconds()
+	sum, n := 0.0, 0
+	for i := int(from / w); i < int(to/w) && i < len(p.Bins); i++ {
+		sum += p.Bins[i]
+		n++
+	}
+	if n == 0 {
+		return 0
+	}
+	return sum / float64(n)
+}
+
+// Mode "switch" (WiFi/LTE): the traffic stays on the preferred WiFi while
+// its RTT is low, moves to LTE when WiFi's RTT passes the threshold, and
+// back once WiFi stayed good for the hold time (3 s).
+func TestHealSwitchMode(t *testing.T) {
+	run := runHeal(t, "switch.toml", scenario.Options{})
+	wifi, lte := pathRun(t, run, "wifi"), pathRun(t, run, "lte")
+	slow := eventAt(t, run, "set", 0)
+	fast := eventAt(t, run, "set", 1)
+	phases := []struct {
+		name       string
+		from, to   float64
+		wantOnWifi bool
+	}{
+		{"before", 3, slow, true},
+		{"wifi slow", slow + 3, fast, false},
+		{"wifi fast again", fast + 7, float64(len(wifi.Bins)) * run.BinWidth.Seconds(), true},
+	}
+	for _, ph := range phases {
+		w, l := avgMbit(run, wifi, ph.from, ph.to), avgMbit(run, lte, ph.from, ph.to)
+		t.Logf("%s (%.0f-%.0f s): wifi %.1f, lte %.1f Mbit/s", ph.name, ph.from, ph.to, w, l)
+		on, off := w, l
+		if !ph.wantOnWifi {
+			on, off = l, w
+		}
+		if on < 2 || off > on/10 {
+			t.Errorf("%s: wifi %.1f, lte %.1f Mbit/s", ph.name, w, l)
+		}
+	}
+	// Not back before the hold time: WiFi still idle 2 s after it is fast.
+	if w := avgMbit(run, wifi, fast, fast+2); w > 2 {
+		t.Errorf("back on wifi before the hold time: %.1f Mbit/s in the 2 s after its RTT fell", w)
+	}
+}
