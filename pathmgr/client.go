@@ -37,7 +37,7 @@ type path struct {
 
 	failedSince mono.Time // the subflow was declared failed (0: not)
 	lastRemote  netip.AddrPort
-	oow         uint64 // the subflow's out-of-window count last seen
+	oow         uint64 // the subflow's out-of-window count when the outage began
 }
 
 func newPath(id int, spec PathSpec, cfg *Config) *path {
@@ -251,9 +251,11 @@ func (m *Manager) stepPath(now mono.Time, p *path) {
 	case p.join.on && now >= p.join.until:
 		m.joinFailed(now, p, "no answer in time")
 		_ = m.conn.DropPath(now, p.id)
-	case have && info.Open && (info.Failed || info.Suspect):
+	case have && info.Open && (info.Failed || info.Suspect) && !p.linkDown:
 		if p.failedSince == 0 {
-			p.failedSince = now
+			// Out-of-window packets count from here: one the path saw
+			// while healthy says nothing about this outage.
+			p.failedSince, p.oow = now, info.OutOfWindow
 		}
 		alt := len(m.remotes(p)) > 1
 		after := m.cfg.RejoinAfter
@@ -272,8 +274,9 @@ func (m *Manager) stepPath(now mono.Time, p *path) {
 			m.rejoin(now, p, info, fmt.Sprintf("unanswered for %v", now.Sub(p.failedSince).Round(100*time.Millisecond)))
 		}
 	case have:
-		p.failedSince = 0
-		p.oow = info.OutOfWindow
+		if !info.Failed && !info.Suspect {
+			p.failedSince = 0
+		}
 	case p.sock >= 0 && !p.linkDown && now >= p.joinAt && !p.join.on:
 		m.startJoin(now, p)
 	}
