@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/mptun/mptun/config"
 )
@@ -78,5 +79,26 @@ func TestConfigChanges(t *testing.T) {
 		if strings.Join(live, " ") != tt.live || strings.Join(restart, " ") != tt.restart {
 			t.Errorf("%q → %q: live %q restart %q; want %q, %q", tt.from, tt.to, live, restart, tt.live, tt.restart)
 		}
+	}
+}
+
+// The path manager gets the config's runtime settings whole: a reorderer
+// change keeps the hold and repair (the bug of issue 12 rebuilt the
+// reorderer without them).
+func TestSettingsOfConfig(t *testing.T) {
+	text := strings.Replace(cpe, `reorderer = "equalize"`, "reorderer = \"fixed\"\nreorder_max_hold = \"150ms\"\nmode = \"switch\"\nreconnect_max = \"4s\"", 1)
+	text = strings.Replace(text, "aqm = true\n", "aqm = true\n[connection.switch]\nrtt_high = \"90ms\"\n", 1)
+	cfg := load(t, text)
+	s := settingsOf(cfg)
+	rc := s.ReorderConfig()
+	if s.Reorderer != "fixed" || rc.MaxHold != 150*time.Millisecond || !rc.HoldGaps || !rc.NoEarlyLoss || !s.Retransmit {
+		t.Errorf("settings %+v, reorder config %+v", s, rc)
+	}
+	if s.Mode != "switch" || s.Switch.RTTHigh != 90*time.Millisecond {
+		t.Errorf("mode %q switch %+v", s.Mode, s.Switch)
+	}
+	mc := managerConfig(cfg, true)
+	if len(mc.Paths) != 2 || mc.Paths[1].Device != "wwan0" || mc.Paths[1].Local.IsValid() || mc.BackoffMax != 4*time.Second || !mc.OSEvents {
+		t.Errorf("manager config %+v", mc)
 	}
 }
