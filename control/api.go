@@ -60,9 +60,12 @@ type ManagedPath struct {
 type ProcessStatus struct {
 	Goroutines int    `json:"goroutines"`
 	HeapBytes  uint64 `json:"heap_bytes"`
-	SysBytes   uint64 `json:"sys_bytes"`
-	GCs        uint32 `json:"gcs"`
-	EventsLost uint64 `json:"monitor_events_lost"`
+	// HeapLiveBytes is the heap the last garbage collection kept: unlike
+	// HeapBytes it does not swing with garbage, so growth here is a leak.
+	HeapLiveBytes uint64 `json:"heap_live_bytes"`
+	SysBytes      uint64 `json:"sys_bytes"`
+	GCs           uint32 `json:"gcs"`
+	EventsLost    uint64 `json:"monitor_events_lost"`
 }
 
 // ConnStatus is one MP-DCCP connection.

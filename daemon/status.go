@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"runtime"
+	"runtime/metrics"
 	"strconv"
 	"time"
 
@@ -69,8 +70,13 @@ func (d *Daemon) Status(ctx context.Context) (control.Status, error) {
 	}
 	var mem runtime.MemStats
 	runtime.ReadMemStats(&mem)
+	live := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
+	metrics.Read(live)
 	st.Process = control.ProcessStatus{Goroutines: runtime.NumGoroutine(), HeapBytes: mem.HeapAlloc, SysBytes: mem.Sys,
 		GCs: mem.NumGC, EventsLost: d.hub.dropped.Load()}
+	if live[0].Value.Kind() == metrics.KindUint64 {
+		st.Process.HeapLiveBytes = live[0].Value.Uint64()
+	}
 	return st, err
 }
 

@@ -77,6 +77,8 @@ type ProcessSample struct {
 	TimeS      float64 `json:"time_s"`
 	Goroutines int     `json:"goroutines"`
 	HeapBytes  uint64  `json:"heap_bytes"`
+	// HeapLiveBytes: what the last garbage collection kept.
+	HeapLiveBytes uint64 `json:"heap_live_bytes"`
 }
 
 // shift returns the sample times relative to the run's start.

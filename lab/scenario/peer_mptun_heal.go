@@ -221,7 +221,7 @@ func sampleProcess(tm *report.TunnelMetrics, start mono.Time, socks map[string]s
 			continue
 		}
 		tm.Process[role] = append(tm.Process[role], report.ProcessSample{TimeS: mono.Now().Sub(start).Seconds(),
-			Goroutines: st.Process.Goroutines, HeapBytes: st.Process.HeapBytes})
+			Goroutines: st.Process.Goroutines, HeapBytes: st.Process.HeapBytes, HeapLiveBytes: st.Process.HeapLiveBytes})
 	}
 }
 
