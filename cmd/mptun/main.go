@@ -161,8 +161,8 @@ func printStatus(w io.Writer, st control.Status) {
 		fmt.Fprintln(w, "no connection")
 	}
 	for _, c := range st.Conns {
-		fmt.Fprintf(w, "connection %s  CI %08x/%08x  scheduler %s  reorderer %s  queued %d\n",
-			c.State, c.LocalCI, c.PeerCI, c.Scheduler, c.Reorderer, c.Queued)
+		fmt.Fprintf(w, "connection %s  CI %08x/%08x  scheduler %s  reorderer %s (hold %.0f ms, repair %v)  mode %s  queued %d\n",
+			c.State, c.LocalCI, c.PeerCI, c.Scheduler, c.Reorderer, c.ReorderHoldMs, c.Repair, st.Mode, c.Queued)
 		fmt.Fprintf(w, "  sent %d pkts %s  delivered %d pkts %s  queue drops %d\n",
 			c.SentPackets, bytesStr(c.SentBytes), c.DeliveredPackets, bytesStr(c.DeliveredBytes), c.QueueDrops)
 		fmt.Fprintf(w, "  reorder: in order %d  held %d  out of order %d  gaps skipped %d  late %d  dup %d  class (at once) %d\n",
@@ -172,12 +172,22 @@ func printStatus(w io.Writer, st control.Status) {
 			"id", "name", "state", "prio", "ccid", "phase", "rtt ms", "min ms", "cwnd", "rate Mb/s", "pace Mb/s", "loss %", "remote")
 		for _, p := range c.Paths {
 			state := p.State
-			if p.Failed {
+			switch {
+			case p.Failed:
 				state = "FAILED"
+			case p.Suspect:
+				state = "suspect"
 			}
 			fmt.Fprintf(w, "  %-3d %-8s %-9s %-4d %-6s %-10s %8.1f %8.1f %6d %9.2f %9.2f %7.2f %s\n",
 				p.ID, p.Name, state, p.Prio, p.CCID, p.Phase, p.RTTms, p.MinRTTms, p.Cwnd, p.RateMbps,
 				p.PacingMbps, p.LossPct, p.Remote)
+		}
+	}
+	for _, p := range st.Paths {
+		if p.Local == "" {
+			fmt.Fprintf(w, "path %s: no socket (link %s: waiting for an address)\n", p.Name, p.Link)
+		} else if !p.LinkUp {
+			fmt.Fprintf(w, "path %s: link %s down\n", p.Name, p.Link)
 		}
 	}
 	dp := st.Datapath
