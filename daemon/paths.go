@@ -95,6 +95,11 @@ func (h managerHook) HandleEngineEvent(now mono.Time, ev mpdccp.Event) {
 
 func (h managerHook) Deadline() mono.Time { return h.d.mgr.Deadline() }
 
+func (h managerHook) Stop(now mono.Time) {
+	h.d.mgr.Stop(now)
+	h.d.drainEvents()
+}
+
 func (h managerHook) HandleTimer(now mono.Time) {
 	h.d.mgr.HandleTimer(now)
 	h.d.drainEvents()

@@ -75,11 +75,14 @@ type Config struct {
 	Hook Hook
 }
 
-// Hook is driven by the goroutine that owns the engine.
+// Hook is driven by the goroutine that owns the engine. When the data
+// path starts closing its connections, Stop is called and the hook's timer
+// no longer runs; engine events still arrive.
 type Hook interface {
 	HandleEngineEvent(now mono.Time, ev mpdccp.Event)
 	Deadline() mono.Time
 	HandleTimer(now mono.Time)
+	Stop(now mono.Time)
 }
 
 // Stats are the data path's counters. They are updated by the owner
@@ -339,7 +342,7 @@ func (d *Datapath) Run(ctx context.Context, closeGrace time.Duration) error {
 			if now >= d.ep.Deadline() {
 				d.ep.HandleTimer(now)
 			}
-			if d.hook != nil && now >= d.hook.Deadline() {
+			if d.hook != nil && !closing && now >= d.hook.Deadline() {
 				d.hook.HandleTimer(now)
 			}
 		case fn := <-d.ctl:
@@ -351,6 +354,9 @@ func (d *Datapath) Run(ctx context.Context, closeGrace time.Duration) error {
 			closing = true
 			now := mono.Now()
 			closeBy = now.Add(closeGrace)
+			if d.hook != nil {
+				d.hook.Stop(now)
+			}
 			for _, c := range d.ep.Conns() {
 				c.Close(now)
 			}

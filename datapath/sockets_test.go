@@ -37,6 +37,8 @@ func (h *recHook) HandleTimer(now mono.Time) {
 	h.mu.Unlock()
 }
 
+func (h *recHook) Stop(mono.Time) {}
+
 func (h *recHook) has(k mpdccp.EventKind) bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()

@@ -183,6 +183,9 @@ func (m *Manager) info(id int) (mpdccp.PathInfo, bool) {
 // clientStep does whatever is due: sockets, the connection attempt,
 // joins, and replacing long-failed subflows.
 func (m *Manager) clientStep(now mono.Time) {
+	if m.stopped {
+		return
+	}
 	for _, p := range m.paths {
 		m.ensureSocket(now, p)
 	}
@@ -394,6 +397,9 @@ func (m *Manager) clientEvent(now mono.Time, ev mpdccp.Event) {
 		if !current {
 			return
 		}
+		if m.stopped {
+			return
+		}
 		m.dial.on = false
 		m.openedAt = now
 		if p != nil {
@@ -504,6 +510,11 @@ func (m *Manager) connClosed(now mono.Time, ev mpdccp.Event) {
 		if p := m.pathByID(ev.Path); p != nil {
 			m.attemptFailed(p)
 		}
+	}
+	if m.stopped {
+		m.redialAt = mono.Never
+		m.emit(now, EventConnClosed, c.ID(), -1, netip.AddrPort{}, "%s", ev.Reason)
+		return
 	}
 	d := m.backoff.next()
 	m.redialAt = now.Add(d)

@@ -193,6 +193,7 @@ type Manager struct {
 	mode      modeState
 	nextTick  mono.Time
 	started   bool
+	stopped   bool
 	events    eventQueue
 	infos     []mpdccp.PathInfo // scratch for PathInfos
 	serverAdv map[*mpdccp.Conn]bool
@@ -243,9 +244,20 @@ func (m *Manager) Start(now mono.Time) error {
 // Conn returns the client's current connection (nil while there is none).
 func (m *Manager) Conn() *mpdccp.Conn { return m.conn }
 
+// Stop ends the manager's work: the daemon is closing its connections,
+// nothing is dialled or joined again.
+func (m *Manager) Stop(now mono.Time) {
+	if m.stopped {
+		return
+	}
+	m.stopped = true
+	m.dial.on = false
+	m.emit(now, EventSettings, m.connID(), -1, netip.AddrPort{}, "%s", "stopping: no more dials or joins")
+}
+
 // Deadline is when HandleTimer must next run.
 func (m *Manager) Deadline() mono.Time {
-	if !m.started {
+	if !m.started || m.stopped {
 		return mono.Never
 	}
 	d := m.nextTick
@@ -267,7 +279,7 @@ func (m *Manager) Deadline() mono.Time {
 
 // HandleTimer runs whatever is due at now.
 func (m *Manager) HandleTimer(now mono.Time) {
-	if !m.started {
+	if !m.started || m.stopped {
 		return
 	}
 	if now >= m.nextTick {

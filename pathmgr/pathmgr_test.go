@@ -720,3 +720,19 @@ func TestDeadlineDoesNotAllocate(t *testing.T) {
 		t.Errorf("%.1f allocations per Deadline", n)
 	}
 }
+
+// A stopped manager (the daemon is closing) neither redials nor joins.
+func TestStopEndsRedial(t *testing.T) {
+	w := newTwoPathWorld(t, 16)
+	if w.until(5*time.Second, w.allOpen(2)) == 0 {
+		t.Fatalf("paths not open:\n%s", w.eventLog(0))
+	}
+	now := w.sim.Now()
+	w.cliMgr.Stop(now)
+	w.cliMgr.Conn().Close(now)
+	w.service(0)
+	w.run(30 * time.Second)
+	if w.count(0, EventDial) != 1 || w.cliMgr.Conn() != nil || len(w.cli.Conns()) != 0 {
+		t.Errorf("after Stop: %d dials, connection %v:\n%s", w.count(0, EventDial), w.cliMgr.Conn(), w.eventLog(0))
+	}
+}
