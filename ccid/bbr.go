@@ -103,6 +103,15 @@ type BBRParams struct {
 	NoCutWhileDraining bool
 	// Margin is the pacing margin (draft: 1%).
 	Margin float64
+	// RandomLossMax: losses while the path shows no queue (the RTT within
+	// queueThreshold of min RTT) are taken as random, not congestion, up
+	// to this fraction of a round's packets: they cut neither inflight_hi,
+	// the lower bounds, the window nor Startup. A tunnel repairs them, and
+	// a lossy radio or satellite link that loses 2-5 % at any load must
+	// still be used at its rate (the draft's 2 % threshold left 0.2-4
+	// Mbit/s of a 10 Mbit/s path losing 5 %). Loss with a queue, or more
+	// than this, is congestion as in the draft. 0 turns it off.
+	RandomLossMax float64
 }
 
 // DefaultBBRParams are the parameters mptun runs with.
@@ -125,7 +134,26 @@ func DefaultBBRParams() BBRParams {
 		LoAddPackets:       2.0,
 		NoCutWhileDraining: true,
 		Margin:             bbrPacingMargin,
+		RandomLossMax:      0.15,
 	}
+}
+
+// randomLossRound is randomLoss for a whole round, at its end: no sample
+// of the round showed a queue.
+func (b *BBR) randomLossRound() bool {
+	return b.par.RandomLossMax > 0 && b.minRTT > 0 && b.maxRTTInRound > 0 &&
+		b.maxRTTInRound <= b.minRTT+b.queueThreshold() &&
+		b.lostInRoundBytes <= b.par.RandomLossMax*(b.lostInRoundBytes+b.deliveredInRound)
+}
+
+// randomLoss reports whether the losses just seen look random rather
+// than congestive (RandomLossMax): the latest RTT shows no queue and the
+// round so far lost little.
+func (b *BBR) randomLoss() bool {
+	if b.par.RandomLossMax <= 0 || b.minRTT <= 0 || b.rs.rtt <= 0 || b.rs.rtt > b.minRTT+b.queueThreshold() {
+		return false
+	}
+	return b.lostInRoundBytes <= b.par.RandomLossMax*(b.lostInRoundBytes+b.deliveredInRound)
 }
 
 // BBR constants (draft-ietf-ccwg-bbr, "BBRv3").
@@ -362,7 +390,7 @@ func (b *BBR) OnPacketSent(now mono.Time, seq uint64, bytes int, inFlight bool) 
 	b.sentCum += uint64(bytes)
 	p.appLimited = b.appLimited != 0
 	p.probing = b.isProbingBW()
-	p.txInFlight = tx
+	p.txInFlight = int32(tx)
 	p.lostAtSend = b.netLost()
 	b.p.OnSent(now, bytes)
 	if float64(b.t.inFlightBytes+b.mss) > b.cwnd {
@@ -418,7 +446,7 @@ func (b *BBR) acked(p *sentPacket, idx uint64, ecn, late bool) {
 		b.rs.appLimited = p.appLimited
 		b.rs.sendElapsed = p.sent.Sub(p.firstSentTime)
 		b.rs.sentInInterval = p.sentCum + uint64(p.bytes) - p.firstSentCum
-		b.rs.txInFlight = p.txInFlight
+		b.rs.txInFlight = int(p.txInFlight)
 		b.rs.lostAtSend = p.lostAtSend
 		b.firstSentTime = p.sent
 		b.firstSentCum = p.sentCum
@@ -441,7 +469,7 @@ func (b *BBR) lost(p *sentPacket, idx uint64) {
 	}
 	tx := float64(p.txInFlight)
 	lost := float64(b.netLost() - p.lostAtSend)
-	if lost > bbrLossThresh*tx {
+	if lost > bbrLossThresh*tx && !b.randomLoss() {
 		size := float64(p.bytes)
 		prevIn, prevLost := tx-size, lost-size
 		prefix := (bbrLossThresh*prevIn - prevLost) / (1 - bbrLossThresh)
@@ -495,7 +523,9 @@ func (b *BBR) OnFeedback(now mono.Time, fb *Feedback) {
 
 func (b *BBR) afterLoss(now mono.Time) {
 	b.lossInRound = true
-	b.cwnd = max(b.cwnd-b.rs.newlyLost, float64(b.mss))
+	if !b.randomLoss() {
+		b.cwnd = max(b.cwnd-b.rs.newlyLost, float64(b.mss))
+	}
 	b.updateControl(now)
 }
 
@@ -552,7 +582,9 @@ func (b *BBR) updateCongestionSignals(now mono.Time) {
 	b.lostInRoundBytes += b.rs.newlyLost
 	if b.rs.newlyLost > 0 && !b.inRTO {
 		b.lossInRound = true
-		b.cwnd = max(b.cwnd-b.rs.newlyLost, float64(b.mss))
+		if !b.randomLoss() {
+			b.cwnd = max(b.cwnd-b.rs.newlyLost, float64(b.mss))
+		}
 	}
 	if b.rs.ecn > 0 {
 		b.ecnInRound = true
@@ -605,7 +637,8 @@ func (b *BBR) isProbingBW() bool {
 // standing queue) outside bandwidth probing: cut bw_lo and inflight_lo by
 // Beta once per round; and, here, raise them additively in quiet rounds.
 func (b *BBR) adaptLowerBounds() {
-	congested := b.lossInRound || b.ecnInRound || b.queueInRound
+	lossy := b.lossInRound && !b.randomLossRound()
+	congested := lossy || b.ecnInRound || b.queueInRound
 	if b.par.LoAddPackets > 0 && b.state == bbrCruise && !congested && b.minRTT > 0 &&
 		b.maxRTTInRound > 0 && b.maxRTTInRound <= b.minRTT+b.queueThreshold() {
 		add := b.par.LoAddPackets * float64(b.mss)
@@ -623,7 +656,7 @@ func (b *BBR) adaptLowerBounds() {
 	if b.isProbingBW() || !congested {
 		return
 	}
-	if b.par.PureBeta && !b.cruiseLossInRound && !b.ecnInRound && !b.queueInRound {
+	if b.par.PureBeta && !(b.cruiseLossInRound && lossy) && !b.ecnInRound && !b.queueInRound {
 		return // losses from our own bandwidth probe were answered by inflight_hi
 	}
 	if math.IsInf(b.bwLo, 1) {
@@ -665,7 +698,7 @@ func (b *BBR) checkStartupHighLoss() {
 		return
 	}
 	tooHigh := b.lossPktsInRound >= bbrStartupFullLoss &&
-		b.lostInRoundBytes > bbrLossThresh*(b.lostInRoundBytes+b.deliveredInRound)
+		b.lostInRoundBytes > bbrLossThresh*(b.lostInRoundBytes+b.deliveredInRound) && !b.randomLossRound()
 	tooHigh = tooHigh || b.ecnInRound && b.rs.ecn > bbrECNThresh*b.rs.newlyAcked
 	if tooHigh {
 		b.hiUndo.round, b.hiUndo.inflightHi, b.hiUndo.startupExit = max(b.roundCount, 1), b.inflightHi, true
@@ -862,7 +895,7 @@ func (b *BBR) probeInflightHiUpward() {
 
 func (b *BBR) isInflightTooHigh() bool {
 	tx := float64(b.rs.txInFlight)
-	if b.rs.lost > bbrLossThresh*tx {
+	if b.rs.lost > bbrLossThresh*tx && !b.randomLoss() {
 		return true
 	}
 	return b.rs.ecn > 0 && b.rs.ecn > bbrECNThresh*b.rs.newlyAcked

@@ -17,20 +17,22 @@ const seqMask = 1<<48 - 1
 type sentPacket struct {
 	sent  mono.Time
 	bytes int32
-	flags uint8
+	// txInFlight is the bytes in flight when this was sent, itself
+	// included (BBR).
+	txInFlight int32
 
 	// Delivery-rate sampling state at send time (draft-cheng-iccrg-
 	// delivery-rate-estimation), used by BBR.
-	appLimited    bool
-	probing       bool   // sent in Startup, ProbeBW_REFILL or ProbeBW_UP (BBR)
 	delivered     uint64 // bytes delivered when this was sent
 	deliveredTime mono.Time
 	firstSentTime mono.Time
 	sentCum       uint64 // bytes sent before this packet (BBR)
 	firstSentCum  uint64 // sentCum of the packet sent at firstSentTime
 	lostAtSend    uint64 // bytes declared lost when this was sent
-	txInFlight    int    // bytes in flight when this was sent, itself included
 	episode       uint32 // congestion episode at the time it was declared lost
+	flags         uint8
+	appLimited    bool
+	probing       bool // sent in Startup, ProbeBW_REFILL or ProbeBW_UP (BBR)
 }
 
 const (
@@ -91,20 +93,27 @@ type tracker struct {
 	spuriousEvents                      uint64
 }
 
+// trackerMin is the records a tracker starts with: enough for an idle
+// subflow's keepalives; the ring doubles as the window grows and shrinks
+// back when the subflow idles (compact).
+const trackerMin = 16
+
 func newTracker() *tracker {
 	t := &tracker{reoMult: 1}
-	t.grow(1024)
+	t.grow(trackerMin)
 	return t
 }
 
+// grow replaces the ring with one of at least n records (a power of two),
+// keeping the records by index.
 func (t *tracker) grow(n int) {
-	size := uint64(1024)
+	size := uint64(trackerMin)
 	for size < uint64(n) {
 		size <<= 1
 	}
 	ring := make([]sentPacket, size)
-	pend := make([]uint64, size/64)
-	live := make([]uint64, size/64)
+	pend := make([]uint64, (size+63)/64)
+	live := make([]uint64, (size+63)/64)
 	for i := t.head; i < t.next; i++ {
 		ring[i&(size-1)] = t.ring[i&t.mask]
 		j := i & (size - 1)
@@ -149,6 +158,11 @@ func (t *tracker) nextIn(set []uint64, i, end uint64) uint64 {
 	for i < end {
 		j := i & t.mask
 		w := set[j>>6] >> (j & 63)
+		// A ring smaller than a word wraps inside it.
+		step := min(64-(j&63), t.mask+1-j)
+		if step < 64 {
+			w &= 1<<step - 1
+		}
 		if w != 0 {
 			k := i + uint64(bits.TrailingZeros64(w))
 			if k > end {
@@ -156,7 +170,7 @@ func (t *tracker) nextIn(set []uint64, i, end uint64) uint64 {
 			}
 			return k
 		}
-		i += 64 - (j & 63)
+		i += step
 	}
 	return end
 }
@@ -182,7 +196,9 @@ func (t *tracker) onSent(now mono.Time, seq uint64, bytes int, inFlight bool) (*
 		}
 	}
 	if t.next-t.head >= uint64(len(t.ring)) {
-		t.prune(now, true)
+		// Below the size the ring used to start at, grow rather than
+		// forget lost packets whose late acks would show them spurious.
+		t.prune(now, len(t.ring) >= 1024)
 		if t.next-t.head >= uint64(len(t.ring)) {
 			t.grow(2 * len(t.ring))
 		}
@@ -202,6 +218,16 @@ func (t *tracker) onSent(now mono.Time, seq uint64, bytes int, inFlight bool) (*
 		t.setPending(i, false)
 	}
 	return p, i
+}
+
+// compact drops what no longer matters and shrinks the ring to what is
+// still kept, so that an idle subflow holds a few records, not its
+// largest window's.
+func (t *tracker) compact(now mono.Time) {
+	t.prune(now, false)
+	if n := max(int(t.next-t.head), trackerMin); n <= len(t.ring)/4 {
+		t.grow(n)
+	}
 }
 
 func (t *tracker) seqOf(i uint64) uint64 { return (t.seqBase + i) & seqMask }

@@ -59,7 +59,7 @@ func TestCPEValues(t *testing.T) {
 		t.Errorf("lte ccid %q", cfg.Paths[1].CCID)
 	}
 	c := cfg.Connection
-	if c.ReorderMaxHold != 100*time.Millisecond || c.ServiceCode != 0x6D707475 || c.AQMTarget != 20*time.Millisecond {
+	if c.ReorderMaxHold != 0 || c.ServiceCode != 0x6D707475 || c.AQMTarget != 20*time.Millisecond {
 		t.Errorf("connection %+v", c)
 	}
 	if len(c.Classes) != 2 || c.Classes[1].SrcPorts[0] != (PortRange{5060, 5060}) || c.Classes[0].Protocol != 17 || len(c.Classes[0].DstPorts) != 2 ||
@@ -165,6 +165,18 @@ func TestControllerOptions(t *testing.T) {
 	}
 }
 
+func TestReorderMaxHoldAutoOrDuration(t *testing.T) {
+	for text, want := range map[string]time.Duration{`reorder_max_hold = "auto"`: 0, `reorder_max_hold = "150ms"`: 150 * time.Millisecond} {
+		cfg, err := Parse("x.toml", "x.toml", []byte(strings.Replace(base, `scheduler = "rr"`, text, 1)), Names{})
+		if err != nil {
+			t.Fatalf("%s: %v", text, err)
+		}
+		if cfg.Connection.ReorderMaxHold != want {
+			t.Errorf("%s: hold %v, want %v", text, cfg.Connection.ReorderMaxHold, want)
+		}
+	}
+}
+
 func TestBrokenConfigs(t *testing.T) {
 	tests := []struct {
 		name string
@@ -185,6 +197,7 @@ func TestBrokenConfigs(t *testing.T) {
 		{"tunnel mtu too small for v6", strings.Replace(base, `["10.99.0.2/24"]`, "[\"fd99::2/64\"]\nmtu = 1000", 1), `x.toml:4: tunnel.mtu: 1000 out of range: 0 (derive) or 1280..65535`},
 		{"route with host bits", strings.Replace(base, "[connection]", "routes = [\"10.1.2.3/16\"]\n[connection]", 1), `x.toml:5: tunnel.routes: route "10.1.2.3/16" has host bits set; did you mean "10.1.0.0/16"?`},
 		{"bad duration", strings.Replace(base, `scheduler = "rr"`, `keepalive = "1 second"`, 1), `x.toml:7: connection.keepalive: invalid duration "1 second" (e.g. "150ms", "2s")`},
+		{"bad hold", strings.Replace(base, `scheduler = "rr"`, `reorder_max_hold = "automatic"`, 1), `x.toml:7: connection.reorder_max_hold: invalid duration "automatic" (e.g. "150ms", "2s")`},
 		{"timeout shorter than keepalive", strings.Replace(base, `scheduler = "rr"`, "keepalive = \"5s\"\npath_timeout = \"2s\"", 1), `x.toml:8: connection.path_timeout: 2s must be longer than keepalive 5s`},
 		{"duplicate path name", strings.Replace(base, `name = "lte"`, `name = "dsl"`, 1), `x.toml:14: path.dsl.name: duplicate path name (also path[0])`},
 		{"path without remote", strings.Replace(base, "remote = \"198.51.100.1\"\n", "", 1), `x.toml:13: path.lte: missing remote`},

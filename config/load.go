@@ -391,7 +391,11 @@ func (c *checker) connection(raw *rawConfig, conn *Connection) {
 	conn.Reorderer = deref(rc.Reorderer, defaults.Reorderer)
 	c.name(top("connection.reorderer"), "reorderer", conn.Reorderer, c.names.Reorderers)
 
-	conn.ReorderMaxHold = c.duration(top("connection.reorder_max_hold"), rc.ReorderMaxHold, defaults.ReorderMaxHold, time.Microsecond, 10*time.Second)
+	// "auto" (0): the hold follows the paths' delays and the loss
+	// repair's round trip.
+	if rc.ReorderMaxHold == nil || *rc.ReorderMaxHold != "auto" {
+		conn.ReorderMaxHold = c.duration(top("connection.reorder_max_hold"), rc.ReorderMaxHold, defaults.ReorderMaxHold, time.Microsecond, 10*time.Second)
+	}
 	conn.ReorderBuffer = int(c.intIn(top("connection.reorder_buffer"), rc.ReorderBuffer, defaults.ReorderBuffer, 1, 1<<20))
 	conn.DropLate = rc.DropLate
 	sc := c.intIn(top("connection.service_code"), rc.ServiceCode, DefaultServiceCode, 0, math.MaxUint32-1)

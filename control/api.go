@@ -82,6 +82,8 @@ type ConnStatus struct {
 	DeliveredBytes   uint64 `json:"delivered_bytes"`
 	QueueDrops       uint64 `json:"queue_drops"`
 	Repaired         uint64 `json:"repaired"`
+	NACKsSent        uint64 `json:"nacks_sent"`     // repair requests sent (receiver side)
+	NACKsReceived    uint64 `json:"nacks_received"` // repair requests the peer sent
 	// The reorderer's longest hold and whether it waits for loss repair
 	// (holds gaps for the repair to arrive).
 	ReorderHoldMs  float64        `json:"reorder_max_hold_ms"`
@@ -116,6 +118,11 @@ type ReorderStats struct {
 	Duplicates     uint64
 	LateDropped    uint64
 	Overflow       uint64 // skips forced by the buffer limit
+	PathOrdered    uint64 // delivered at once in their path's order (flows kept on one path)
+	Holes          uint64 // losses found in a path's own sequence
+	NACKs          uint64 // repair requests for them
+	Repaired       uint64 // their gaps filled by a repair
+	RepairGivenUp  uint64 // their gaps skipped, no repair in time
 	Buffered       int    // packets held now
 	// HoldHist counts hold times: bucket i counts holds shorter than the
 	// bound i of reorder.HoldBuckets and at least bound i-1; the last

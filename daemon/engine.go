@@ -29,10 +29,8 @@ func engineConfig(cfg *config.Config, maxPacket int) (mpdccp.Config, error) {
 			MaxHold:     cc.ReorderMaxHold,
 			BufferLimit: cc.ReorderBuffer,
 			DropLate:    cc.DropLate,
-			// Loss repair needs the gap held for about a round trip, so
-			// a path's own loss evidence must not skip it at once.
-			NoEarlyLoss: cc.Retransmit,
-			HoldGaps:    cc.Retransmit,
+			// Repair (gaps wait for their repair) follows Retransmit: the
+			// engine sets it.
 		},
 		MaxPacket:   maxPacket,
 		SendQueue:   cc.SendQueue,

@@ -88,8 +88,8 @@ func (d *Daemon) connStatus(now mono.Time, c *mpdccp.Conn, set pathmgr.Settings,
 		Scheduler: c.SchedulerName(), Reorderer: c.ReordererName(), Queued: cs.Queued,
 		SentPackets: cs.SentPackets, SentBytes: cs.SentBytes,
 		DeliveredPackets: cs.DeliveredPackets, DeliveredBytes: cs.DeliveredBytes,
-		QueueDrops: cs.QueueDrops, Repaired: cs.Repaired, Reorder: reorderStatus(cs.Reorder),
-		AQM: aqmStatus(cs.AQM), SchedulerPicks: cs.Scheduler.Picks,
+		QueueDrops: cs.QueueDrops, Repaired: cs.Repaired, NACKsSent: cs.NACKsSent, NACKsReceived: cs.NACKsReceived,
+		Reorder: reorderStatus(cs.Reorder), AQM: aqmStatus(cs.AQM), SchedulerPicks: cs.Scheduler.Picks,
 		ReorderHoldMs: ms(rc.MaxHold), Repair: set.Retransmit && rc.HoldGaps}
 	for _, p := range cs.Paths {
 		if p.ID < 0 {
@@ -199,7 +199,8 @@ func reorderStatus(s reorder.Stats) control.ReorderStats {
 	return control.ReorderStats{Delivered: s.Delivered, InOrder: s.InOrder, Held: s.Held,
 		OutOfOrder: s.OutOfOrder, Urgent: s.Urgent, GapsSkipped: s.GapsSkipped,
 		GapsLateArrive: s.GapsLateArrive, Duplicates: s.Duplicates, LateDropped: s.LateDropped,
-		Overflow: s.Overflow, Buffered: s.Buffered, HoldHist: append([]uint64(nil), s.HoldHist[:]...)}
+		Overflow: s.Overflow, PathOrdered: s.PathOrdered, Holes: s.Holes, NACKs: s.NACKs, Repaired: s.Repaired,
+		RepairGivenUp: s.RepairGivenUp, Buffered: s.Buffered, HoldHist: append([]uint64(nil), s.HoldHist[:]...)}
 }
 
 func aqmStatus(s aqm.Stats) control.AQMStats {

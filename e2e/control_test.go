@@ -26,14 +26,14 @@ func TestRuntimeChanges(t *testing.T) {
 	a1, b1 := tp.addPath(t, ctx, 1, 0)
 	cpe, _ := startTunnel(t, ctx, tp, [][2]string{{a0, b0}, {a1, b1}})
 	scheduler := func() string { return status(t, cpe.socket).Conns[0].Scheduler }
-	if got := scheduler(); got != "rr" {
-		t.Fatalf("scheduler %q at start, want rr", got)
+	if got := scheduler(); got != "flow" {
+		t.Fatalf("scheduler %q at start, want flow (the shipped config's)", got)
 	}
 
 	// SIGHUP re-reads the file.
 	b, err := os.ReadFile(cpe.config)
 	must(t, err)
-	must(t, os.WriteFile(cpe.config, []byte(strings.Replace(string(b), `scheduler = "rr"`, `scheduler = "srtt"`, 1)), 0o600))
+	must(t, os.WriteFile(cpe.config, []byte(strings.Replace(string(b), `scheduler = "flow"`, `scheduler = "srtt"`, 1)), 0o600))
 	must(t, cpe.cmd.Process.Signal(syscall.SIGHUP))
 	deadline := time.Now().Add(5 * time.Second)
 	for scheduler() != "srtt" && time.Now().Before(deadline) {

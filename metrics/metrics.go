@@ -1,21 +1,20 @@
 // SPDX-License-Identifier: MIT
 
-// Package metrics exports mptun's Prometheus metrics and writes its
-// structured event log.
+// Package metrics exports mptun's metrics in the Prometheus text format.
 //
-// The data path never touches a metric vector: it bumps plain atomics in a
-// PathStats, and the Collector reads them when Prometheus scrapes.
+// The data path never touches a metric: it bumps plain atomics in a
+// PathStats, and WriteText reads them when Prometheus scrapes. The format
+// is written here rather than with client_golang, which with its protobuf
+// dependencies doubled the daemon's size on CPE routers.
 package metrics
 
 import (
-	"runtime"
+	"io"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
 )
 
 const namespace = "mptun"
@@ -53,7 +52,7 @@ const (
 // DropReasons are the known values of the reason label.
 var DropReasons = []string{"queue_full", "aqm", "too_big", "no_path", "malformed", "unknown_conn", "auth", "duplicate", "late", "ecn_not_ect", "tun_error", "socket_error"}
 
-// Set holds all of mptun's metrics and is a prometheus.Collector.
+// Set holds all of mptun's own metrics.
 type Set struct {
 	mu    sync.Mutex
 	paths map[PathKey]*PathStats
@@ -65,56 +64,22 @@ type Set struct {
 	ReorderTimeouts atomic.Uint64
 	ReorderLate     atomic.Uint64
 
-	// TimerLateness is how late the data path's deadline timer fired
-	// (Observe does not allocate).
-	TimerLateness prometheus.Histogram
-
-	descs descs
-}
-
-type descs struct {
-	txPackets, txBytes, rxPackets, rxBytes, lost, ce *prometheus.Desc
-	srtt, minRTT, cwnd, pacing, up                   *prometheus.Desc
-	drops, buffered, timeouts, late                  *prometheus.Desc
+	// TimerLateness is how late the data path's deadline timer fired, in
+	// seconds (Observe does not allocate).
+	TimerLateness *Histogram
 }
 
 // NewSet creates an empty set.
 func NewSet() *Set {
 	s := &Set{
-		paths: map[PathKey]*PathStats{},
-		drops: map[[2]string]*atomic.Uint64{},
-		TimerLateness: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Namespace: namespace,
-			Name:      "timer_lateness_seconds",
-			Help:      "How late the data path's deadline timer fired.",
-			Buckets:   []float64{10e-6, 50e-6, 100e-6, 250e-6, 500e-6, 1e-3, 2e-3, 5e-3, 10e-3},
-		}),
+		paths:         map[PathKey]*PathStats{},
+		drops:         map[[2]string]*atomic.Uint64{},
+		TimerLateness: NewHistogram([]float64{10e-6, 50e-6, 100e-6, 250e-6, 500e-6, 1e-3, 2e-3, 5e-3, 10e-3}),
 	}
 	for _, dir := range []string{DirTx, DirRx} {
 		for _, r := range DropReasons {
 			s.drops[[2]string{dir, r}] = new(atomic.Uint64)
 		}
-	}
-	pl := []string{"conn", "path"}
-	d := func(name, help string, labels ...string) *prometheus.Desc {
-		return prometheus.NewDesc(prometheus.BuildFQName(namespace, "", name), help, labels, nil)
-	}
-	s.descs = descs{
-		txPackets: d("path_tx_packets_total", "Packets sent on the path.", pl...),
-		txBytes:   d("path_tx_bytes_total", "Bytes sent on the path (UDP payload).", pl...),
-		rxPackets: d("path_rx_packets_total", "Packets received on the path.", pl...),
-		rxBytes:   d("path_rx_bytes_total", "Bytes received on the path (UDP payload).", pl...),
-		lost:      d("path_lost_packets_total", "Packets declared lost on the path.", pl...),
-		ce:        d("path_ecn_ce_total", "Packets received with ECN CE on the path.", pl...),
-		srtt:      d("path_srtt_seconds", "Smoothed round-trip time.", pl...),
-		minRTT:    d("path_min_rtt_seconds", "Minimum round-trip time.", pl...),
-		cwnd:      d("path_cwnd_bytes", "Congestion window.", pl...),
-		pacing:    d("path_pacing_rate_bytes_per_second", "Pacing rate.", pl...),
-		up:        d("path_up", "1 if the path is usable.", pl...),
-		drops:     d("dropped_packets_total", "Inner packets dropped, by direction and reason.", "direction", "reason"),
-		buffered:  d("reorder_buffered_packets", "Packets waiting in reorder buffers."),
-		timeouts:  d("reorder_timeouts_total", "Reorder gaps skipped after the hold time."),
-		late:      d("reorder_late_drops_total", "Packets that arrived after their gap was skipped and were dropped."),
 	}
 	return s
 }
@@ -164,19 +129,10 @@ func (s *Set) Paths() []PathKey {
 	}
 	s.mu.Unlock()
 	slices.SortFunc(keys, func(a, b PathKey) int {
-		if a.Conn != b.Conn {
-			if a.Conn < b.Conn {
-				return -1
-			}
-			return 1
+		if c := strings.Compare(a.Conn, b.Conn); c != 0 {
+			return c
 		}
-		if a.Path < b.Path {
-			return -1
-		}
-		if a.Path > b.Path {
-			return 1
-		}
-		return 0
+		return strings.Compare(a.Path, b.Path)
 	})
 	return keys
 }
@@ -193,67 +149,61 @@ func (s *Set) Drop(direction, reason string) *atomic.Uint64 {
 	return s.drops[[2]string{direction, "malformed"}]
 }
 
-// Describe implements prometheus.Collector.
-func (s *Set) Describe(ch chan<- *prometheus.Desc) {
-	d := &s.descs
-	for _, x := range []*prometheus.Desc{d.txPackets, d.txBytes, d.rxPackets, d.rxBytes, d.lost, d.ce,
-		d.srtt, d.minRTT, d.cwnd, d.pacing, d.up, d.drops, d.buffered, d.timeouts, d.late} {
-		ch <- x
-	}
-	s.TimerLateness.Describe(ch)
+// pathMetric is one per-path series family.
+type pathMetric struct {
+	name, help, typ string
+	value           func(p *PathStats) float64
 }
 
-// Collect implements prometheus.Collector.
-func (s *Set) Collect(ch chan<- prometheus.Metric) {
-	d := &s.descs
-	counter := func(desc *prometheus.Desc, v uint64, labels ...string) {
-		ch <- prometheus.MustNewConstMetric(desc, prometheus.CounterValue, float64(v), labels...)
-	}
-	gauge := func(desc *prometheus.Desc, v float64, labels ...string) {
-		ch <- prometheus.MustNewConstMetric(desc, prometheus.GaugeValue, v, labels...)
-	}
-	s.mu.Lock()
-	for k, p := range s.paths {
-		counter(d.txPackets, p.TxPackets.Load(), k.Conn, k.Path)
-		counter(d.txBytes, p.TxBytes.Load(), k.Conn, k.Path)
-		counter(d.rxPackets, p.RxPackets.Load(), k.Conn, k.Path)
-		counter(d.rxBytes, p.RxBytes.Load(), k.Conn, k.Path)
-		counter(d.lost, p.Lost.Load(), k.Conn, k.Path)
-		counter(d.ce, p.ECNCE.Load(), k.Conn, k.Path)
-		gauge(d.srtt, time.Duration(p.SRTT.Load()).Seconds(), k.Conn, k.Path)
-		gauge(d.minRTT, time.Duration(p.MinRTT.Load()).Seconds(), k.Conn, k.Path)
-		gauge(d.cwnd, float64(p.Cwnd.Load()), k.Conn, k.Path)
-		gauge(d.pacing, float64(p.PacingRate.Load()), k.Conn, k.Path)
-		up := 0.0
+var pathMetrics = []pathMetric{
+	{"path_tx_packets_total", "Packets sent on the path.", counter, func(p *PathStats) float64 { return float64(p.TxPackets.Load()) }},
+	{"path_tx_bytes_total", "Bytes sent on the path (UDP payload).", counter, func(p *PathStats) float64 { return float64(p.TxBytes.Load()) }},
+	{"path_rx_packets_total", "Packets received on the path.", counter, func(p *PathStats) float64 { return float64(p.RxPackets.Load()) }},
+	{"path_rx_bytes_total", "Bytes received on the path (UDP payload).", counter, func(p *PathStats) float64 { return float64(p.RxBytes.Load()) }},
+	{"path_lost_packets_total", "Packets declared lost on the path.", counter, func(p *PathStats) float64 { return float64(p.Lost.Load()) }},
+	{"path_ecn_ce_total", "Packets received with ECN CE on the path.", counter, func(p *PathStats) float64 { return float64(p.ECNCE.Load()) }},
+	{"path_srtt_seconds", "Smoothed round-trip time.", gauge, func(p *PathStats) float64 { return time.Duration(p.SRTT.Load()).Seconds() }},
+	{"path_min_rtt_seconds", "Minimum round-trip time.", gauge, func(p *PathStats) float64 { return time.Duration(p.MinRTT.Load()).Seconds() }},
+	{"path_cwnd_bytes", "Congestion window.", gauge, func(p *PathStats) float64 { return float64(p.Cwnd.Load()) }},
+	{"path_pacing_rate_bytes_per_second", "Pacing rate.", gauge, func(p *PathStats) float64 { return float64(p.PacingRate.Load()) }},
+	{"path_up", "1 if the path is usable.", gauge, func(p *PathStats) float64 {
 		if p.Up.Load() {
-			up = 1
+			return 1
 		}
-		gauge(d.up, up, k.Conn, k.Path)
+		return 0
+	}},
+}
+
+// WriteText writes the set in the Prometheus text exposition format.
+func (s *Set) WriteText(w io.Writer) error {
+	t := newTextWriter(w)
+	keys := s.Paths()
+	stats := make([]*PathStats, len(keys))
+	s.mu.Lock()
+	for i, k := range keys {
+		stats[i] = s.paths[k]
 	}
 	s.mu.Unlock()
-	for k, c := range s.drops {
-		counter(d.drops, c.Load(), k[0], k[1])
+	for _, m := range pathMetrics {
+		name := namespace + "_" + m.name
+		t.header(name, m.help, m.typ)
+		for i, k := range keys {
+			if stats[i] != nil {
+				t.sample(name, m.value(stats[i]), "conn", k.Conn, "path", k.Path)
+			}
+		}
 	}
-	gauge(d.buffered, float64(s.ReorderBuffered.Load()))
-	counter(d.timeouts, s.ReorderTimeouts.Load())
-	counter(d.late, s.ReorderLate.Load())
-	s.TimerLateness.Collect(ch)
-}
-
-// NewRegistry returns a registry with the set, Go runtime and process
-// metrics, and mptun_build_info{version,go}.
-func NewRegistry(set *Set, version string) *prometheus.Registry {
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(
-		set,
-		collectors.NewGoCollector(),
-		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-			Namespace:   namespace,
-			Name:        "build_info",
-			Help:        "Build information; the value is always 1.",
-			ConstLabels: prometheus.Labels{"version": version, "go": runtime.Version()},
-		}, func() float64 { return 1 }),
-	)
-	return reg
+	drops := namespace + "_dropped_packets_total"
+	t.header(drops, "Inner packets dropped, by direction and reason.", counter)
+	for _, dir := range []string{DirRx, DirTx} {
+		reasons := slices.Sorted(slices.Values(DropReasons))
+		for _, r := range reasons {
+			t.sample(drops, float64(s.drops[[2]string{dir, r}].Load()), "direction", dir, "reason", r)
+		}
+	}
+	t.single(namespace+"_reorder_buffered_packets", "Packets waiting in reorder buffers.", gauge, float64(s.ReorderBuffered.Load()))
+	t.single(namespace+"_reorder_timeouts_total", "Reorder gaps skipped after the hold time.", counter, float64(s.ReorderTimeouts.Load()))
+	t.single(namespace+"_reorder_late_drops_total", "Packets that arrived after their gap was skipped and were dropped.", counter, float64(s.ReorderLate.Load()))
+	s.TimerLateness.write(t, namespace+"_timer_lateness_seconds", "How late the data path's deadline timer fired.")
+	return t.flush()
 }

@@ -5,31 +5,83 @@ package metrics
 import (
 	"bytes"
 	"io"
+	"math"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil/promlint"
 	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 )
 
+// parse reads an exposition with Prometheus's own text parser, the
+// independent check that what WriteText writes is what a server reads.
+func parse(t *testing.T, text []byte) map[string]*dto.MetricFamily {
+	t.Helper()
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	mfs, err := p.TextToMetricFamilies(bytes.NewReader(text))
+	if err != nil {
+		t.Fatalf("Prometheus cannot parse the exposition: %v\n%s", err, text)
+	}
+	return mfs
+}
+
+func write(t *testing.T, s *Set) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	if err := s.WriteText(&buf); err != nil {
+		t.Fatal(err)
+	}
+	if err := WriteRuntime(&buf, "v-test"); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
+}
+
+// promlint finds no problem with the names, types, units and help texts.
 func TestLint(t *testing.T) {
 	set := NewSet()
 	set.Path(PathKey{"", "dsl"}).TxPackets.Add(1)
-	reg := prometheus.NewPedanticRegistry()
-	reg.MustRegister(set)
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	problems, err := promlint.NewWithMetricFamilies(mfs).Lint()
+	set.TimerLateness.Observe(0.0002)
+	problems, err := promlint.New(bytes.NewReader(write(t, set))).Lint()
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, p := range problems {
 		t.Errorf("lint: %s: %s", p.Metric, p.Text)
 	}
+}
+
+// value finds the sample of family name whose labels include want.
+func value(mfs map[string]*dto.MetricFamily, name string, want map[string]string) (float64, bool) {
+	mf := mfs[name]
+	if mf == nil {
+		return 0, false
+	}
+next:
+	for _, m := range mf.Metric {
+		labels := map[string]string{}
+		for _, l := range m.Label {
+			labels[l.GetName()] = l.GetValue()
+		}
+		for k, v := range want {
+			if labels[k] != v {
+				continue next
+			}
+		}
+		switch {
+		case m.Counter != nil:
+			return m.Counter.GetValue(), true
+		case m.Gauge != nil:
+			return m.Gauge.GetValue(), true
+		case m.Untyped != nil:
+			return m.Untyped.GetValue(), true
+		}
+	}
+	return 0, false
 }
 
 func TestValues(t *testing.T) {
@@ -43,64 +95,79 @@ func TestValues(t *testing.T) {
 	if set.Path(PathKey{"", "dsl"}) != p {
 		t.Fatal("Path does not return the same stats")
 	}
+	set.Path(PathKey{"c\"1\\\n", "lte"}).RxPackets.Add(7) // a label value that needs escaping
 	set.Drop(DirRx, "unknown_conn").Add(2)
 	set.Drop(DirRx, "no-such-reason").Add(1)
 	set.ReorderTimeouts.Add(5)
 	set.TimerLateness.Observe(0.0003)
+	set.TimerLateness.Observe(0.02)
 
+	mfs := parse(t, write(t, set))
 	for _, tt := range []struct {
-		name, path string
-		want       float64
+		name   string
+		labels map[string]string
+		want   float64
 	}{
-		{"mptun_path_tx_bytes_total", "dsl", 4500},
-		{"mptun_path_tx_packets_total", "dsl", 3},
-		{"mptun_path_srtt_seconds", "dsl", 0.025},
-		{"mptun_path_min_rtt_seconds", "dsl", 0.020},
-		{"mptun_path_cwnd_bytes", "dsl", 30000},
-		{"mptun_path_up", "dsl", 1},
-		{"mptun_reorder_timeouts_total", "", 5},
+		{"mptun_path_tx_bytes_total", map[string]string{"path": "dsl"}, 4500},
+		{"mptun_path_tx_packets_total", map[string]string{"path": "dsl", "conn": ""}, 3},
+		{"mptun_path_srtt_seconds", map[string]string{"path": "dsl"}, 0.025},
+		{"mptun_path_min_rtt_seconds", map[string]string{"path": "dsl"}, 0.020},
+		{"mptun_path_cwnd_bytes", map[string]string{"path": "dsl"}, 30000},
+		{"mptun_path_up", map[string]string{"path": "dsl"}, 1},
+		{"mptun_path_rx_packets_total", map[string]string{"conn": "c\"1\\\n", "path": "lte"}, 7},
+		{"mptun_reorder_timeouts_total", nil, 5},
+		{"mptun_dropped_packets_total", map[string]string{"direction": "rx", "reason": "unknown_conn"}, 2},
+		{"mptun_dropped_packets_total", map[string]string{"direction": "rx", "reason": "malformed"}, 1},
+		{"mptun_build_info", map[string]string{"version": "v-test"}, 1},
 	} {
-		vals := values(t, set, tt.name, tt.path)
-		if len(vals) != 1 || vals[0] != tt.want {
-			t.Errorf("%s{path=%q} = %v, want %v", tt.name, tt.path, vals, tt.want)
+		if got, ok := value(mfs, tt.name, tt.labels); !ok || got != tt.want {
+			t.Errorf("%s%v = %v (found %v), want %v", tt.name, tt.labels, got, ok, tt.want)
 		}
 	}
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(set)
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
+	if _, ok := value(mfs, "mptun_dropped_packets_total", map[string]string{"reason": "no-such-reason"}); ok {
+		t.Error("unbounded reason label exported")
 	}
-	for _, mf := range mfs {
-		if mf.GetName() != "mptun_dropped_packets_total" {
-			continue
+	if n := len(mfs["mptun_dropped_packets_total"].Metric); n != 2*len(DropReasons) {
+		t.Errorf("%d drop series, want %d", n, 2*len(DropReasons))
+	}
+	h := mfs["mptun_timer_lateness_seconds"].Metric[0].GetHistogram()
+	if h.GetSampleCount() != 2 || math.Abs(h.GetSampleSum()-0.0203) > 1e-12 {
+		t.Errorf("histogram count %d sum %v", h.GetSampleCount(), h.GetSampleSum())
+	}
+	for _, b := range h.Bucket {
+		want := uint64(0)
+		if b.GetUpperBound() >= 0.0003 {
+			want = 1
 		}
-		for _, m := range mf.Metric {
-			labels := map[string]string{}
-			for _, l := range m.Label {
-				labels[l.GetName()] = l.GetValue()
-			}
-			v := m.GetCounter().GetValue()
-			switch {
-			case labels["direction"] == "rx" && labels["reason"] == "unknown_conn" && v != 2,
-				labels["direction"] == "rx" && labels["reason"] == "malformed" && v != 1:
-				t.Errorf("drops %v = %v", labels, v)
-			case labels["reason"] == "no-such-reason":
-				t.Error("unbounded reason label exported")
-			}
+		if b.GetUpperBound() >= 0.02 {
+			want = 2
+		}
+		if b.GetCumulativeCount() != want {
+			t.Errorf("bucket le=%v: %d, want %d", b.GetUpperBound(), b.GetCumulativeCount(), want)
 		}
 	}
+	for _, name := range []string{"go_goroutines", "process_resident_memory_bytes", "process_cpu_seconds_total", "process_open_fds"} {
+		if v, ok := value(mfs, name, nil); !ok || v <= 0 {
+			t.Errorf("%s = %v (found %v)", name, v, ok)
+		}
+	}
+
 	set.RemovePath(PathKey{"", "dsl"})
-	if v := values(t, set, "mptun_path_up", "dsl"); len(v) != 0 {
-		t.Errorf("path_up series after RemovePath: %v", v)
+	if _, ok := value(parse(t, write(t, set)), "mptun_path_up", map[string]string{"path": "dsl"}); ok {
+		t.Error("path_up series after RemovePath")
 	}
 }
 
 func TestHTTP(t *testing.T) {
 	set := NewSet()
 	set.Path(PathKey{"c1", "lte"}).RxPackets.Add(7)
-	reg := NewRegistry(set, "v0.1.0-test")
-	s, err := ListenHTTP("127.0.0.1:0", reg, nil)
+	writeAll := func(w io.Writer) error {
+		if err := set.WriteText(w); err != nil {
+			return err
+		}
+		return WriteRuntime(w, "v0.1.0-test")
+	}
+	s, err := ListenHTTP("127.0.0.1:0", writeAll, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -111,6 +178,9 @@ func TestHTTP(t *testing.T) {
 	}
 	body, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
+	if ct := resp.Header.Get("Content-Type"); ct != ContentType || resp.StatusCode != 200 {
+		t.Errorf("status %d, content type %q", resp.StatusCode, ct)
+	}
 	for _, want := range []string{
 		`mptun_path_rx_packets_total{conn="c1",path="lte"} 7`,
 		`mptun_build_info{go="go`,
@@ -122,48 +192,32 @@ func TestHTTP(t *testing.T) {
 			t.Errorf("scrape lacks %q", want)
 		}
 	}
-	if _, err := ListenHTTP(s.Addr().String(), reg, nil); err == nil {
+	parse(t, body)
+	resp, err = http.Post("http://"+s.Addr().String()+"/metrics", "text/plain", strings.NewReader("x"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusMethodNotAllowed {
+		t.Errorf("POST: status %d", resp.StatusCode)
+	}
+	if _, err := ListenHTTP(s.Addr().String(), writeAll, nil); err == nil {
 		t.Error("second listener on the same port succeeded")
 	}
 }
 
-// values gathers the named metric's values, filtered by the path label
-// when path is not empty.
-func values(t *testing.T, c prometheus.Collector, name, path string) []float64 {
-	t.Helper()
-	reg := prometheus.NewPedanticRegistry()
-	reg.MustRegister(c)
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
+// Scraping allocates, but observing and counting on the data path do not.
+func TestObserveDoesNotAllocate(t *testing.T) {
+	set := NewSet()
+	p := set.Path(PathKey{"", "dsl"})
+	drop := set.Drop(DirTx, "aqm")
+	if a := testing.AllocsPerRun(1000, func() {
+		set.TimerLateness.Observe(0.0001)
+		p.TxPackets.Add(1)
+		drop.Add(1)
+	}); a != 0 {
+		t.Errorf("%v allocations", a)
 	}
-	var out []float64
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-		for _, m := range mf.Metric {
-			if path != "" && !hasLabel(m, "path", path) {
-				continue
-			}
-			switch {
-			case m.Counter != nil:
-				out = append(out, m.Counter.GetValue())
-			case m.Gauge != nil:
-				out = append(out, m.Gauge.GetValue())
-			}
-		}
-	}
-	return out
-}
-
-func hasLabel(m *dto.Metric, name, value string) bool {
-	for _, l := range m.Label {
-		if l.GetName() == name && l.GetValue() == value {
-			return true
-		}
-	}
-	return false
 }
 
 func TestRetainPathsDropsClosedConnections(t *testing.T) {

@@ -87,10 +87,11 @@ func newNATPipe(t *testing.T, wildcard bool) *natPipe {
 	n := &natPipe{buf: make([]byte, 2048), wildcard: wildcard, public: [2]netip.AddrPort{
 		netip.MustParseAddrPort("203.0.113.9:61001"), netip.MustParseAddrPort("203.0.113.9:61002")}}
 	var err error
-	if n.ep[0], err = NewEndpoint(Config{Role: Client, Rand: seededReader{rng}}); err != nil {
+	// Round robin, so that every subflow carries data through the NAT.
+	if n.ep[0], err = NewEndpoint(Config{Role: Client, Rand: seededReader{rng}, Scheduler: "rr"}); err != nil {
 		t.Fatal(err)
 	}
-	if n.ep[1], err = NewEndpoint(Config{Role: Server, Rand: seededReader{rng}}); err != nil {
+	if n.ep[1], err = NewEndpoint(Config{Role: Server, Rand: seededReader{rng}, Scheduler: "rr"}); err != nil {
 		t.Fatal(err)
 	}
 	if n.conn, err = n.ep[0].Dial(0, []PathConfig{{ID: 0, Local: 0, LocalAddr: cliAddr(0), Remote: srvAddr},

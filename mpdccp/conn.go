@@ -10,6 +10,7 @@ import (
 
 	"github.com/mptun/mptun/ccid"
 	"github.com/mptun/mptun/ccid/aqm"
+	"github.com/mptun/mptun/flow"
 	"github.com/mptun/mptun/internal/defaults"
 	"github.com/mptun/mptun/internal/mono"
 	"github.com/mptun/mptun/mpdccp/wire"
@@ -32,16 +33,16 @@ var connStateNames = [...]string{"connecting", "open", "closing", "closed"}
 func (s ConnState) String() string { return connStateNames[s] }
 
 type queued struct {
-	b     []byte
-	n     int
-	class int
+	b       []byte
+	n       int
+	class   int
+	ordered bool // path-ordered (see flowOrdered)
 }
 
 // ctrlItem is a reliable control option (MP_PRIO, MP_ADDADDR,
 // MP_REMOVEADDR) retransmitted until the peer's MP_CONFIRM echoes it.
 type ctrlItem struct {
 	opt      wire.MPOption
-	addr     [16]byte // backing for opt.Addr-independent copies
 	seq      uint64   // the MP_SEQ it travels with
 	sf       *subflow // MP_PRIO applies to the subflow it is sent on
 	next     mono.Time
@@ -72,9 +73,17 @@ type Conn struct {
 
 	// Sending.
 	mpSeq uint64 // next MP_SEQ
-	// sendQ holds inner packets waiting for a window, under CoDel (or a
-	// plain FIFO); head is the packet taken from it for scheduling.
-	sendQ     *aqm.Queue
+	// fq holds the default class's inner packets waiting to be sent, one
+	// CoDel queue per flow bucket (aqm.FQ); flowOrd keeps, per bucket,
+	// what the receiver must be told about the flow's ordering, and
+	// flowSeed keys the flow hash. head is a traffic-class packet taken
+	// from classQ for scheduling.
+	fq        *aqm.FQ
+	aqmPast   aqm.Stats // counters of send queues released while idle
+	flowOrd   []flowOrder
+	flowSeed  uint64
+	pickNow   mono.Time
+	retryAt   mono.Time // earliest time a held flow may be taken (scheduler.FlowDecision.RetryIn)
 	head      queued
 	hasHead   bool
 	pend      queued // a packet with copies still to send (redundant schedulers)
@@ -84,7 +93,9 @@ type Conn struct {
 	sched     scheduler.Scheduler
 	// classifier and classScheds implement per-traffic-class scheduling;
 	// classScheds[0] is unused (class 0 is sched).
-	rtxQ       []rtxItem // packets to send once more (loss repair)
+	rtxQ       []rtxItem      // packets to send once more (loss repair)
+	repairAt   mono.Time      // when a waiting repair may go (pacing)
+	nackOut    []reorder.NACK // repair requests waiting for a packet
 	classifier *scheduler.Classifier
 	// classQ holds packets of the traffic classes (class > 0), sent ahead
 	// of the default class's queue: classes are for low-rate, latency- or
@@ -116,6 +127,10 @@ type Conn struct {
 	dl      mono.Time
 	dlValid bool
 	stats   connCounters
+
+	// Idle shrinking (idle.go).
+	lastData mono.Time // last inner packet sent or received
+	shrunk   bool      // released since lastData
 }
 
 type ctrlKey struct {
@@ -135,6 +150,7 @@ type connCounters struct {
 	CtrlRetransmits                  uint64
 	CtrlGivenUp                      uint64
 	Repaired                         uint64 // lost packets sent once more (loss repair)
+	NACKsSent, NACKsReceived         uint64 // repair requests (nack.go)
 }
 
 // PathStats describe one subflow.
@@ -183,8 +199,9 @@ func (c *Conn) State() ConnState { return c.state }
 func (c *Conn) Stats() ConnStats {
 	s := ConnStats{State: c.state, LocalCI: c.localCI, PeerCI: c.peerCI, Reorder: c.reo.Stats(),
 		Scheduler: c.sched.Stats(), Queued: c.queued(), connCounters: c.stats}
-	if c.sendQ != nil {
-		s.AQM = c.sendQ.Stats()
+	s.AQM = c.aqmPast
+	if c.fq != nil {
+		s.AQM = addAQMStats(s.AQM, c.fq.Stats())
 	}
 	for _, sf := range c.subflows {
 		s.Paths = append(s.Paths, PathStats{ID: sf.id, State: sf.state.String(), Failed: sf.failed, Join: sf.join,
@@ -199,6 +216,7 @@ func (c *Conn) Stats() ConnStats {
 // is dropped: too big, queue full, or the connection is closing.
 func (c *Conn) Send(now mono.Time, pkt []byte) bool {
 	c.touch()
+	c.noteData(now)
 	if c.state != Open && c.state != Connecting {
 		return false
 	}
@@ -206,16 +224,8 @@ func (c *Conn) Send(now mono.Time, pkt []byte) bool {
 		c.stats.TooBig++
 		return false
 	}
-	if c.sendQ == nil {
-		// Allocated on first use, so that half-open connections (a Request
-		// flood) stay small.
-		cfg := aqm.Config{Disabled: true}
-		if c.ep.cfg.AQM != nil {
-			cfg = *c.ep.cfg.AQM
-		}
-		cfg.Limit = c.ep.cfg.SendQueue
-		cfg.Drop = c.ep.pool.put
-		c.sendQ = aqm.New(cfg)
+	if c.fq == nil {
+		c.initFQ()
 	}
 	b := c.ep.pool.get()
 	n := copy(b, pkt)
@@ -234,18 +244,35 @@ func (c *Conn) Send(now mono.Time, pkt []byte) bool {
 			return true
 		}
 	}
-	if !c.sendQ.Enqueue(now, b[:n]) {
+	if _, ok := c.fq.Enqueue(now, b[:n], flow.Hash(pkt, c.flowSeed)); !ok {
 		c.stats.QueueDrops++
 		return false
 	}
 	return true
 }
 
+// initFQ allocates the send queue on first use, so that half-open
+// connections (a Request flood) stay small.
+func (c *Conn) initFQ() {
+	cfg := aqm.FQConfig{Config: aqm.Config{Disabled: true}}
+	if c.ep.cfg.AQM != nil {
+		cfg.Config = *c.ep.cfg.AQM
+	}
+	cfg.Limit = c.ep.cfg.SendQueue
+	cfg.Drop = c.ep.pool.put
+	c.fq = aqm.NewFQ(cfg)
+	c.flowOrd = make([]flowOrder, c.fq.Buckets())
+	if c.flowSeed == 0 {
+		// Kept across idle spells, so that a flow keeps its bucket.
+		c.flowSeed = uint64(c.ep.rand32())<<32 | uint64(c.ep.rand32())
+	}
+}
+
 // queued is the number of inner packets waiting to be sent.
 func (c *Conn) queued() int {
 	n := 0
-	if c.sendQ != nil {
-		n = c.sendQ.Len()
+	if c.fq != nil {
+		n = c.fq.Len()
 	}
 	if c.hasHead {
 		n++
@@ -256,28 +283,17 @@ func (c *Conn) queued() int {
 // classQLimit bounds the traffic classes' queue (packets).
 const classQLimit = 256
 
-// takeHead makes the oldest queued packet the head to schedule; CoDel
-// decides here (at dequeue) whether it is marked CE or dropped.
-func (c *Conn) takeHead(now mono.Time) bool {
+// takeHead makes the oldest traffic-class packet the head to schedule.
+func (c *Conn) takeHead() bool {
 	if c.hasHead {
 		return true
 	}
-	if c.classHead != c.classTail {
-		i := c.classHead % classQLimit
-		c.head, c.classQ[i] = c.classQ[i], queued{}
-		c.classHead++
-		c.hasHead = true
-		return true
-	}
-	if c.sendQ == nil {
+	if c.classHead == c.classTail {
 		return false
 	}
-	p, ok := c.sendQ.Dequeue(now)
-	if !ok {
-		return false
-	}
-	// Packets of other classes went to classQ: this one is class 0.
-	c.head = queued{b: p[:cap(p)], n: len(p)}
+	i := c.classHead % classQLimit
+	c.head, c.classQ[i] = c.classQ[i], queued{}
+	c.classHead++
 	c.hasHead = true
 	return true
 }
@@ -293,13 +309,8 @@ func (c *Conn) releaseBuffers() {
 		c.ep.pool.put(c.classQ[i].b)
 		c.classQ[i] = queued{}
 	}
-	for c.sendQ != nil {
-		// At time 0 every sojourn is "negative": CoDel drops nothing.
-		p, ok := c.sendQ.Dequeue(0)
-		if !ok {
-			break
-		}
-		c.ep.pool.put(p)
+	if c.fq != nil {
+		c.fq.Flush(c.ep.pool.put)
 	}
 	if c.pend.b != nil {
 		c.ep.pool.put(c.pend.b)
@@ -339,7 +350,7 @@ func (c *Conn) SetScheduler(name string) error {
 // delivered first (they are moved in arrival order).
 func (c *Conn) SetReorderer(name string, cfg reorder.Config) error {
 	c.touch()
-	r, err := reorder.New(orDefault(name, defaults.Reorderer), cfg)
+	r, err := reorder.New(orDefault(name, defaults.Reorderer), c.ep.reorderConfig(cfg))
 	if err != nil {
 		return fmt.Errorf("mpdccp: %w", err)
 	}

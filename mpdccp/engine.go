@@ -87,6 +87,10 @@ type Config struct {
 	// reorderer should then hold gaps for about a round trip. (Like AQM
 	// and ECN, off when zero; the daemon sets the product's defaults.)
 	Retransmit bool
+	// NoNACK drops the receiver's repair requests (NACKs) as if they were
+	// lost: losses are then repaired only from the Ack Vectors. For
+	// ablation studies.
+	NoNACK bool
 	// Classes map inner packets (protocol, ports, DSCP) to their own
 	// scheduler; unmatched packets use Scheduler.
 	Classes []scheduler.Rule
@@ -206,29 +210,28 @@ type EndpointStats struct {
 // Endpoint is one side of MP-DCCP: a client with one connection or a
 // server (concentrator) with many.
 type Endpoint struct {
-	cfg        Config
-	ccidName   string
-	schedName  string
-	reoName    string
-	conns      []*Conn
-	byKey      map[sfKey]*subflow
-	byPorts    map[portKey][]*subflow
-	byCI       map[uint32]*Conn
-	pool       bufPool
-	stateless  []statelessReply
-	events     []Event
-	evHead     int
-	evN        int
-	stats      EndpointStats
-	txRR       int
-	dlRR       int
-	pkt        wire.Packet
-	bld        wire.Builder
-	rbuf       [64]byte
-	nextPathID int
-	cells      []byte // scratch Ack Vector cells
-	runs       []ccid.AckRun
-	fb         ccid.Feedback
+	cfg       Config
+	ccidName  string
+	schedName string
+	reoName   string
+	conns     []*Conn
+	byKey     map[sfKey]*subflow
+	byPorts   map[portKey][]*subflow
+	byCI      map[uint32]*Conn
+	pool      bufPool
+	stateless []statelessReply
+	events    []Event
+	evHead    int
+	evN       int
+	stats     EndpointStats
+	txRR      int
+	dlRR      int
+	pkt       wire.Packet
+	bld       wire.Builder
+	rbuf      [64]byte
+	cells     []byte // scratch Ack Vector cells
+	runs      []ccid.AckRun
+	fb        ccid.Feedback
 	// testBadJoinHMAC corrupts the MP_HMAC of joins (tests).
 	testBadJoinHMAC bool
 }
@@ -314,10 +317,17 @@ func NewEndpoint(cfg Config) (*Endpoint, error) {
 	if _, err := scheduler.New(e.schedName, scheduler.Config{}); err != nil {
 		return nil, fmt.Errorf("mpdccp: %w", err)
 	}
-	if _, err := reorder.New(e.reoName, cfg.Reorder); err != nil {
+	if _, err := reorder.New(e.reoName, e.reorderConfig(cfg.Reorder)); err != nil {
 		return nil, fmt.Errorf("mpdccp: %w", err)
 	}
 	return e, nil
+}
+
+// reorderConfig completes a reorderer's config with what the engine
+// decides: the receiver waits for repairs when loss repair is on.
+func (e *Endpoint) reorderConfig(rc reorder.Config) reorder.Config {
+	rc.Repair = e.cfg.Retransmit
+	return rc
 }
 
 // orDefault is name, or def when name is empty.
@@ -447,7 +457,7 @@ func (e *Endpoint) newConn(now mono.Time) (*Conn, error) {
 			}
 		}
 	}
-	if c.reo, err = reorder.New(e.reoName, e.cfg.Reorder); err != nil {
+	if c.reo, err = reorder.New(e.reoName, e.reorderConfig(e.cfg.Reorder)); err != nil {
 		return nil, fmt.Errorf("mpdccp: %w", err)
 	}
 	for {
@@ -685,6 +695,9 @@ func (e *Endpoint) PollDeliver(now mono.Time, buf []byte) (int, *Conn, bool) {
 		it, ok := c.reo.Pop(now)
 		if !ok {
 			c.mayDeliver = false
+			if e.cfg.Retransmit {
+				c.pollNACKs(now) // Pop may have found a gap to ask for
+			}
 			continue
 		}
 		if len(it.Buf) == 0 { // its MP_SEQ, without the packet RFC 6040 dropped

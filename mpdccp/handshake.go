@@ -4,6 +4,7 @@ package mpdccp
 
 import (
 	"crypto/hmac"
+	"github.com/mptun/mptun/ccid"
 	"net/netip"
 
 	"github.com/mptun/mptun/internal/mono"
@@ -161,6 +162,9 @@ func (c *Conn) subflowOpen(now mono.Time, sf *subflow) {
 	sf.state = sfOpen
 	sf.lastHeard = now
 	c.holdUntil = 0
+	if s, ok := sf.cc.(ccid.RTTSeeder); ok && sf.hsRTT > 0 {
+		s.SeedRTT(now, sf.hsRTT)
+	}
 	c.updatePaths()
 	c.ep.emit(Event{Kind: EventPathUp, Conn: c, Path: sf.id, Remote: sf.remote, Reason: "established"})
 	if c.state == Connecting && !sf.join {

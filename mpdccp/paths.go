@@ -147,7 +147,7 @@ func (c *Conn) releaseSubflow(sf *subflow) {
 	c.ep.unindex(sf)
 	r := &sf.rtx
 	for ; r.head != r.tail; r.head++ {
-		c.rtxRelease(&r.ents[r.head%rtxRingSize])
+		c.rtxRelease(r.at(r.head))
 	}
 	// Control items bound to sf go at the next timer (sf is closed).
 }

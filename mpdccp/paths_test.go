@@ -11,7 +11,8 @@ import (
 // end holds more subflows or larger ids than it needs, and data still
 // flows on both paths.
 func TestDropAndRejoinKeepsConnectionSmall(t *testing.T) {
-	h, c := openHarness(t, 21, 2, harnessConfig{})
+	// rr: the default flow scheduler keeps this one "flow" on one path.
+	h, c := openHarness(t, 21, 2, harnessConfig{cli: Config{Scheduler: "rr"}, srv: Config{Scheduler: "rr"}})
 	pcs := h.pathConfigs()
 	for round := range 50 {
 		if err := c.DropPath(h.sim.Now(), 1); err != nil {

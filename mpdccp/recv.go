@@ -132,6 +132,8 @@ func (c *Conn) handlePacket(now mono.Time, sf *subflow, p *wire.Packet, ecn uint
 			case wire.MPAddAddr, wire.MPRemoveAddr:
 				lastCtrl, haveCtrl = mo, true
 				lastCtrl.Raw = o.Data
+			case wire.MPExp:
+				c.handleExp(now, mo.Raw, &ro)
 			}
 		}
 	}
@@ -279,6 +281,7 @@ func (c *Conn) receiveData(now mono.Time, sf *subflow, p *wire.Packet, ro *rxOpt
 	if len(p.Payload) == 0 {
 		return
 	}
+	c.noteData(now)
 	c.stats.Received++
 	if now.Sub(c.pathInfoAt) >= pathInfoEvery {
 		// RTT estimates move with every ack; the reorderer's view of
@@ -291,7 +294,8 @@ func (c *Conn) receiveData(now mono.Time, sf *subflow, p *wire.Packet, ro *rxOpt
 	if !c.ep.decapInner(ecn, b[:n]) {
 		n = 0 // its MP_SEQ still counts; PollDeliver skips it
 	}
-	it := reorder.Item{Seq: ro.mpSeq, Path: sf.id, PathSeq: sf.dataSeq(p.Seq, ro), Arrival: now, Buf: b[:n]}
+	it := reorder.Item{Seq: ro.mpSeq, Path: sf.id, PathSeq: sf.dataSeq(p.Seq, ro), Arrival: now, Buf: b[:n],
+		PathOrdered: ro.pathOrdered}
 	// Redundant traffic classes (VoIP) are delivered at once: they must not
 	// wait behind a gap in the bulk traffic nor be equalised, and as every
 	// packet of theirs crosses every path the first copies arrive in order.
@@ -308,14 +312,16 @@ func (c *Conn) receiveData(now mono.Time, sf *subflow, p *wire.Packet, ro *rxOpt
 		return
 	}
 	c.mayDeliver = true
+	if c.ep.cfg.Retransmit {
+		c.pollNACKs(now)
+	}
 }
 
 // dataSeq numbers the data packets of a subflow as the reorderer needs
 // them: consecutive unless data packets were lost on this path. Every DCCP
 // packet consumes a sequence number, so a hole in the DCCP sequence may be
 // lost or simply unseen Acks; the sender's NDP Count (RFC 4340 §7.7) says
-// how many of the packets just before this one carried no data. Without
-// it a hole is not taken as evidence of data loss.
+// how many of the packets just before this one carried no data.
 func (sf *subflow) dataSeq(seq uint64, ro *rxOpts) uint64 {
 	if !sf.rxData {
 		sf.rxData, sf.rxLastData, sf.rxDataSeq = true, seq, 0
@@ -325,10 +331,9 @@ func (sf *subflow) dataSeq(seq uint64, ro *rxOpts) uint64 {
 	if hole < 0 {
 		return sf.rxDataSeq // reordered on the path itself: no evidence
 	}
-	lost := int64(0)
-	if ro.hasNDP {
-		lost = max(0, hole-int64(ro.ndp))
-	}
+	// A sender sends NDP Count after non-data packets (RFC 4340 §7.7):
+	// without one, the packets missing before this one carried data.
+	lost := max(0, hole-int64(ro.ndp))
 	sf.rxLastData = seq
 	sf.rxDataSeq = (sf.rxDataSeq + 1 + uint64(lost)) & wire.MaxSeq
 	return sf.rxDataSeq
@@ -488,10 +493,11 @@ type rxOpts struct {
 	fastKey   []byte
 	hasFast   bool
 	elapsed   time.Duration
-	mpCapable bool
 	confirmMP bool // Confirm L(MP_CAPABLE) seen
 	rttUpdate bool
 	mandatory bool
 	ndp       uint64 // NDP Count: non-data packets sent just before this one
 	hasNDP    bool
+	// pathOrdered: the sender's empty MP_EXP (nack.go).
+	pathOrdered bool
 }

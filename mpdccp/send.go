@@ -208,33 +208,8 @@ func (c *Conn) pollAck(now mono.Time, sf *subflow, buf []byte) (Transmit, bool) 
 }
 
 func (c *Conn) pollData(now mono.Time, buf []byte) (Transmit, bool) {
-	// Remaining copies of a packet a redundant scheduler sent on several paths.
-	for len(c.pendPaths) > 0 {
-		sf := c.pathByID(c.pendPaths[0])
-		classCopy := c.pend.class > 0 && sf != nil && c.classReady(sf)
-		if sf != nil && sf.usable() && sf.cc.CanSend(now) && sf.cc.SendTime(now) > now && !classCopy {
-			// Only pacing holds this copy back: wait for it rather than
-			// lose the redundancy.
-			c.holdUntil = sf.cc.SendTime(now)
-			return Transmit{}, false
-		}
-		c.pendPaths = c.pendPaths[1:]
-		if sf == nil || !sf.usable() || !sf.ready(now) && !classCopy {
-			c.stats.CopiesSkipped++
-			continue
-		}
-		t, ok := c.sendData(now, sf, buf, c.pend.b[:c.pend.n], c.pendSeq)
-		if len(c.pendPaths) == 0 {
-			c.ep.pool.put(c.pend.b)
-			c.pend = queued{}
-		}
-		if ok {
-			return t, true
-		}
-	}
-	if c.pend.b != nil {
-		c.ep.pool.put(c.pend.b)
-		c.pend = queued{}
+	if t, ok, stop := c.pollCopies(now, buf); stop {
+		return t, ok
 	}
 	if len(c.rtxQ) > 0 && c.state == Open {
 		if t, ok := c.pollRepair(now, buf); ok {
@@ -244,10 +219,67 @@ func (c *Conn) pollData(now mono.Time, buf []byte) (Transmit, bool) {
 	if c.state != Open || c.holdUntil > now {
 		return Transmit{}, false
 	}
-	if !c.takeHead(now) {
+	if c.queued() == 0 {
 		c.appLimited(now)
 		return Transmit{}, false
 	}
+	if !c.pathView(now) {
+		c.holdUntil = mono.Never
+		return Transmit{}, false
+	}
+	hold := mono.Never
+	if c.takeHead() {
+		t, ok, retry := c.pollClass(now, buf)
+		if ok {
+			return t, true
+		}
+		hold = retry
+	}
+	t, ok, retry := c.pollFlows(now, buf)
+	if ok {
+		return t, true
+	}
+	c.holdUntil = mono.Min(hold, retry)
+	return Transmit{}, false
+}
+
+// pollCopies sends the remaining copies of a packet a redundant scheduler
+// put on several paths. stop says the caller must return (t, ok): a copy
+// went out, or one waits for its path's pacer.
+func (c *Conn) pollCopies(now mono.Time, buf []byte) (t Transmit, ok, stop bool) {
+	for len(c.pendPaths) > 0 {
+		sf := c.pathByID(c.pendPaths[0])
+		classCopy := c.pend.class > 0 && sf != nil && c.classReady(sf)
+		if sf != nil && sf.usable() && sf.cc.CanSend(now) && sf.cc.SendTime(now) > now && !classCopy {
+			// Only pacing holds this copy back: wait for it rather than
+			// lose the redundancy.
+			c.holdUntil = sf.cc.SendTime(now)
+			return Transmit{}, false, true
+		}
+		c.pendPaths = c.pendPaths[1:]
+		if sf == nil || !sf.usable() || !sf.ready(now) && !classCopy {
+			c.stats.CopiesSkipped++
+			continue
+		}
+		t, ok := c.sendData(now, sf, buf, c.pend.b[:c.pend.n], c.pendSeq, false)
+		if len(c.pendPaths) == 0 {
+			c.ep.pool.put(c.pend.b)
+			c.pend = queued{}
+		}
+		if ok {
+			return t, true, true
+		}
+	}
+	if c.pend.b != nil {
+		c.ep.pool.put(c.pend.b)
+		c.pend = queued{}
+	}
+	return Transmit{}, false, false
+}
+
+// pathView refreshes the scheduler's view of the open subflows and
+// reports whether any of them is usable.
+func (c *Conn) pathView(now mono.Time) bool {
 	c.schedBuf = c.schedBuf[:0]
 	anyUsable := false
 	for _, sf := range c.subflows {
@@ -259,61 +291,149 @@ func (c *Conn) pollData(now mono.Time, buf []byte) (Transmit, bool) {
 		anyUsable = anyUsable || u
 		c.schedBuf = append(c.schedBuf, scheduler.Path{ID: sf.id, Usable: u, Prio: sf.prio, Weight: sf.weight,
 			Cwnd: st.Cwnd, InFlight: st.InFlight, CanSend: sf.cc.CanSend(now), SendTime: sf.cc.SendTime(now),
-			SRTT: st.SRTT, RTTVar: st.RTTVar, MinRTT: st.MinRTT, PacingRate: st.PacingRate})
+			SRTT: st.SRTT, RTTVar: st.RTTVar, MinRTT: st.MinRTT, PacingRate: st.PacingRate,
+			OWD: sf.baseOWD(&st), Loss: sf.lossEstimate(now, &st)})
 	}
-	if !anyUsable {
-		c.holdUntil = mono.Never
-		return Transmit{}, false
-	}
+	return anyUsable
+}
+
+// pollClass schedules the traffic-class packet at the head (c.head). It
+// returns the time to retry when the packet must wait.
+func (c *Conn) pollClass(now mono.Time, buf []byte) (Transmit, bool, mono.Time) {
 	q := c.head
-	if q.class > 0 {
-		// Traffic classes may exceed a path's window by a few packets
-		// (classReady): a redundant VoIP copy must not be skipped because
-		// bulk traffic fills the window at that instant.
-		for i := range c.schedBuf {
-			p := &c.schedBuf[i]
-			if p.Usable && withinClassAllowance(p.InFlight, p.Cwnd) {
-				p.CanSend, p.SendTime = true, min(p.SendTime, now)
-			}
+	// Traffic classes may exceed a path's window by a few packets
+	// (classReady): a redundant VoIP copy must not be skipped because bulk
+	// traffic fills the window at that instant.
+	for i := range c.schedBuf {
+		p := &c.schedBuf[i]
+		if p.Usable && withinClassAllowance(p.InFlight, p.Cwnd) {
+			p.CanSend, p.SendTime = true, min(p.SendTime, now)
 		}
 	}
-	backlog := q.n
-	if c.sendQ != nil {
-		backlog += c.sendQ.Bytes()
-	}
 	c.pickBuf = c.schedulerFor(q.class).Pick(now, c.schedBuf,
-		scheduler.Packet{Size: q.n, Class: q.class, Backlog: backlog}, c.pickBuf[:0])
+		scheduler.Packet{Size: q.n, Class: q.class, Backlog: q.n}, c.pickBuf[:0])
+	c.pathView(now) // undo the allowance for the flows
 	if len(c.pickBuf) == 0 {
-		c.holdUntil = c.retryTime(now)
-		return Transmit{}, false
+		return Transmit{}, false, c.retryTime(now)
 	}
 	first := c.pathByID(c.pickBuf[0])
 	if first == nil || !first.usable() {
-		c.holdUntil = mono.Never
-		return Transmit{}, false
+		return Transmit{}, false, mono.Never
 	}
-	if !first.ready(now) && !(q.class > 0 && c.classReady(first)) {
+	if !first.ready(now) && !c.classReady(first) {
 		if first.cc.CanSend(now) {
-			c.holdUntil = first.cc.SendTime(now)
-		} else {
-			c.holdUntil = mono.Never // wait for an ack
+			return Transmit{}, false, first.cc.SendTime(now)
 		}
-		return Transmit{}, false
+		return Transmit{}, false, mono.Never // wait for an ack
 	}
 	c.head, c.hasHead = queued{}, false
+	t, ok := c.sendScheduled(now, first, buf, q)
+	return t, ok, mono.Never
+}
+
+// pollFlows sends the next packet of the default class: the flow queue
+// offers its flows in service order and the scheduler places each (see
+// fqPicker). It returns the time to retry when every flow must wait.
+func (c *Conn) pollFlows(now mono.Time, buf []byte) (Transmit, bool, mono.Time) {
+	if c.fq == nil || c.fq.Len() == 0 {
+		return Transmit{}, false, mono.Never
+	}
+	c.pickNow, c.retryAt = now, mono.Never
+	pkt, f, ok := c.fq.Dequeue(now, (*fqPicker)(c))
+	if !ok {
+		return Transmit{}, false, mono.Min(c.retryTime(now), c.retryAt)
+	}
+	first := c.pathByID(c.pickBuf[0])
+	q := queued{b: pkt[:cap(pkt)], n: len(pkt)}
+	if first == nil {
+		c.ep.pool.put(q.b)
+		return Transmit{}, false, mono.Never
+	}
+	q.ordered = c.flowOrdered(now, f, first) && len(c.pickBuf) == 1
+	t, ok := c.sendScheduled(now, first, buf, q)
+	return t, ok, mono.Never
+}
+
+// sendScheduled sends q on first with the next MP_SEQ, and keeps it for
+// the remaining copies (c.pickBuf[1:]) or for loss repair.
+func (c *Conn) sendScheduled(now mono.Time, first *subflow, buf []byte, q queued) (Transmit, bool) {
 	seq := c.mpSeq
 	c.mpSeq = seqAdd(c.mpSeq, 1)
-	t, ok := c.sendData(now, first, buf, q.b[:q.n], seq)
+	t, ok := c.sendData(now, first, buf, q.b[:q.n], seq, q.ordered)
 	switch {
 	case len(c.pickBuf) > 1:
 		c.pend, c.pendSeq = q, seq
 		c.pendPaths = append(c.pendPaths[:0], c.pickBuf[1:]...)
 	case ok && c.ep.cfg.Retransmit:
-		c.rtxKeep(now, first, seq, q.b, q.n)
+		c.rtxKeep(now, first, seq, q.b, q.n, false)
 	default:
 		c.ep.pool.put(q.b)
 	}
 	return t, ok
+}
+
+// fqPicker lets the flow queue ask the scheduler about each flow (it is
+// the Conn itself; the conversion costs nothing).
+type fqPicker Conn
+
+// Pick places flow f's oldest packet: on a path that can send it now
+// (recorded in c.pickBuf), or not at all.
+func (p *fqPicker) Pick(f int, head []byte, sojourn time.Duration) (bool, time.Duration) {
+	c := (*Conn)(p)
+	now := c.pickNow
+	if fp, ok := c.sched.(scheduler.FlowPicker); ok {
+		d := fp.PickFlow(now, c.schedBuf, scheduler.FlowPacket{Flow: f, Size: len(head), Sojourn: sojourn})
+		if !d.OK {
+			if d.RetryIn > 0 {
+				c.retryAt = mono.Min(c.retryAt, now.Add(d.RetryIn))
+			}
+			return false, d.Extra
+		}
+		c.pickBuf = append(c.pickBuf[:0], d.Path)
+		return true, d.Extra
+	}
+	c.pickBuf = c.sched.Pick(now, c.schedBuf,
+		scheduler.Packet{Size: len(head), Backlog: c.fq.Bytes()}, c.pickBuf[:0])
+	if len(c.pickBuf) == 0 {
+		return false, 0
+	}
+	sf := c.pathByID(c.pickBuf[0])
+	return sf != nil && sf.usable() && sf.ready(now), 0
+}
+
+// flowOrder is what the sender remembers of a flow (bucket) to tell the
+// receiver how it may deliver the flow's packets.
+type flowOrder struct {
+	used         bool
+	lastPath     int
+	lastSent     mono.Time
+	orderedUntil mono.Time // until then the flow's packets need connection order
+}
+
+// orderMargin is the allowance for jitter when judging that a flow's
+// packets on a slower path have arrived.
+const orderMargin = 2 * time.Millisecond
+
+// flowOrdered records that flow f sends a packet on sf now and reports
+// whether the receiver may deliver it in sf's own order ("path-ordered",
+// an empty MP_EXP): true when every earlier packet of the flow went over
+// sf or has surely arrived. A flow spread over paths, or one that just
+// moved, needs connection (MP_SEQ) order instead.
+func (c *Conn) flowOrdered(now mono.Time, f int, sf *subflow) bool {
+	o := &c.flowOrd[f]
+	if o.used && o.lastPath != sf.id {
+		// The flow's last packet on the other path arrives by lastSent plus
+		// that path's delay now (queueing included, with its variation);
+		// this path's packets take at least its base delay.
+		wait := time.Second // an unknown path: be safe
+		if prev := c.pathByID(o.lastPath); prev != nil {
+			st, cur := prev.cc.State(), sf.cc.State()
+			wait = max(0, max(st.SRTT, st.MinRTT)/2+st.RTTVar-sf.baseOWD(&cur)) + orderMargin
+		}
+		o.orderedUntil = mono.Max(o.orderedUntil, o.lastSent.Add(wait))
+	}
+	o.used, o.lastPath, o.lastSent = true, sf.id, now
+	return now >= o.orderedUntil
 }
 
 // classAllowance is how many packets beyond a path's congestion window
@@ -360,13 +480,14 @@ func (c *Conn) retryTime(now mono.Time) mono.Time {
 	return t
 }
 
-func (c *Conn) sendData(now mono.Time, sf *subflow, buf, payload []byte, seq uint64) (Transmit, bool) {
+func (c *Conn) sendData(now mono.Time, sf *subflow, buf, payload []byte, seq uint64, pathOrdered bool) (Transmit, bool) {
 	typ := wire.TypeData
 	if sf.ackNow || sf.dataSinceAck > 0 || sf.ackOfAckDue(now) || sf.hasChanges() || c.ctrlDue(now, sf) ||
 		now.Sub(sf.rttSentAt) >= rttReportEvery {
 		typ = wire.TypeDataAck
 	}
-	t, ok := c.build(now, sf, buf, &pktSpec{typ: typ, payload: payload, mpSeq: seq, hasMPSeq: true, inFlight: true})
+	t, ok := c.build(now, sf, buf, &pktSpec{typ: typ, payload: payload, mpSeq: seq, hasMPSeq: true, inFlight: true,
+		pathOrdered: pathOrdered})
 	if ok {
 		c.stats.SentPackets++
 		c.stats.SentBytes += uint64(len(payload))

@@ -151,6 +151,11 @@ type subflow struct {
 	peerRTT   time.Duration
 	rttSentAt mono.Time
 	stats     PathCounters
+
+	// Loss estimate (lossEstimate).
+	lossRate           float64
+	lossSent, lossLost uint64
+	lossAt             mono.Time
 }
 
 // PathCounters are a subflow's packet counters.
@@ -200,6 +205,39 @@ func (sf *subflow) ackValid(ack uint64) bool {
 
 func (sf *subflow) usable() bool {
 	return sf.state == sfOpen && !sf.failed && !sf.sus.on && sf.prio > 0
+}
+
+// baseOWD is the subflow's one-way delay without queueing: half its
+// minimum RTT, or of the handshake's before data has flowed.
+func (sf *subflow) baseOWD(st *ccid.State) time.Duration {
+	r := st.MinRTT
+	if sf.hsRTT > 0 && (r <= 0 || sf.hsRTT < r) {
+		r = sf.hsRTT
+	}
+	return r / 2
+}
+
+// lossEvery is how often the loss estimate takes a sample.
+const lossEvery = 100 * time.Millisecond
+
+// lossEstimate is the fraction of the subflow's packets recently lost: a
+// moving average over samples of lossEvery, of the controller's counters.
+func (sf *subflow) lossEstimate(now mono.Time, st *ccid.State) float64 {
+	if now.Sub(sf.lossAt) < lossEvery {
+		return sf.lossRate
+	}
+	sent, lost := st.PacketsSent-sf.lossSent, st.PacketsLost-sf.lossLost
+	switch {
+	case sent >= 20:
+		sf.lossRate += (float64(lost)/float64(sent) - sf.lossRate) / 4
+		sf.lossSent, sf.lossLost, sf.lossAt = st.PacketsSent, st.PacketsLost, now
+	case now.Sub(sf.lossAt) >= 5*lossEvery:
+		// Too little traffic to measure: let an old verdict fade, so a
+		// path that looked lossy is tried again.
+		sf.lossRate /= 2
+		sf.lossAt = now
+	}
+	return sf.lossRate
 }
 
 func (sf *subflow) ready(now mono.Time) bool {
@@ -408,6 +446,10 @@ type pktSpec struct {
 	ackNo    uint64 // for Sync/SyncAck: the Acknowledgement Number
 	hasAckNo bool
 	inFlight bool
+	// pathOrdered tells the receiver (an empty MP_EXP) that it may deliver
+	// this data packet once the subflow's earlier ones are in: its flow
+	// has no packet on another path that could still be in flight.
+	pathOrdered bool
 }
 
 // build writes one packet of sf into buf and does the sender bookkeeping.
@@ -450,6 +492,9 @@ func (c *Conn) build(now mono.Time, sf *subflow, buf []byte, ps *pktSpec) (Trans
 	if isData && sf.ndpRun > 0 && room(8) {
 		// Lets the receiver tell lost data from unseen Acks (RFC 4340 §7.7).
 		_ = b.NDPCount(sf.ndpRun)
+	}
+	if ps.pathOrdered && room(3) {
+		_ = b.MP(&wire.MPOption{Type: wire.MPExp}) // often fills MP_SEQ's padding
 	}
 
 	// Feature negotiation (never on Data, RFC 4340 §6).
@@ -500,6 +545,10 @@ func (c *Conn) build(now mono.Time, sf *subflow, buf []byte, ps *pktSpec) (Trans
 				_ = b.ElapsedTime(uint32(min(el/(10*time.Microsecond), 0xffffffff)))
 			}
 		}
+	}
+	// Repair requests ride on any packet of the fastest subflow.
+	if sf.state == sfOpen && ps.typ != wire.TypeReset {
+		c.putNACKs(sf, b, room)
 	}
 	switch {
 	case ps.typ == wire.TypeClose && sf.closeMP:

@@ -133,13 +133,13 @@ func (sf *subflow) probeInterval() time.Duration {
 // been reported on by now: their wait is sampled.
 func (sf *subflow) oldestUnreported() (mono.Time, bool) {
 	r := &sf.rtx
-	if r.ents == nil {
+	if r.head == r.tail {
 		return 0, false
 	}
 	s := &sf.sus
 	s.cursor = max(s.cursor, r.head)
 	for ; s.cursor != r.tail; s.cursor++ {
-		e := &r.ents[s.cursor%rtxRingSize]
+		e := r.at(s.cursor)
 		if e.b == nil {
 			continue
 		}
@@ -255,19 +255,22 @@ func (c *Conn) reinject(now mono.Time, sf *subflow) int {
 	r := &sf.rtx
 	n := 0
 	for i := r.head; i != r.tail; i++ {
-		e := &r.ents[i%rtxRingSize]
+		e := r.at(i)
 		if e.b == nil {
 			continue
 		}
 		if now.Sub(e.at) < reinjectMaxAge && len(c.rtxQ) < rtxRingSize {
 			c.rtxQ = append(c.rtxQ, rtxItem{mpSeq: e.mpSeq, b: e.b, n: e.n})
-			*e = rtxEntry{}
+			e.b, e.n = nil, 0
 			n++
 			continue
 		}
 		c.rtxRelease(e)
 	}
 	r.head = r.tail
+	if n > 0 {
+		c.holdUntil, c.repairAt = 0, 0
+	}
 	return n
 }
 

@@ -38,7 +38,7 @@ func (h *harness) eventAt(side int, k EventKind, path int) (Event, bool) {
 // lost; when the path comes back it carries data again within a second.
 func TestSilentPathReinjected(t *testing.T) {
 	ro := reorder.Config{MaxHold: 100 * time.Millisecond, NoEarlyLoss: true, HoldGaps: true}
-	cfg := Config{Retransmit: true, Reorderer: "fixed", Reorder: ro}
+	cfg := Config{Retransmit: true, Scheduler: "rr", Reorderer: "fixed", Reorder: ro}
 	links := []netsim.LinkConfig{link(20e6, 10*time.Millisecond, 0), link(20e6, 20*time.Millisecond, 0)}
 	h, c := openHarness(t, 7, 2, harnessConfig{links: links, cli: cfg, srv: cfg})
 	snk := newSink()

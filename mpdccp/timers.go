@@ -14,6 +14,9 @@ func (c *Conn) deadline() mono.Time {
 	if c.queued() > 0 && c.state == Open && c.holdUntil != mono.Never {
 		d = c.holdUntil
 	}
+	if len(c.rtxQ) > 0 && c.state == Open {
+		d = mono.Min(d, c.repairAt)
+	}
 	if len(c.pendPaths) > 0 {
 		// Redundant copies wait only for pacing (holdUntil) or go at once.
 		d = mono.Min(d, c.holdUntil)
@@ -70,7 +73,7 @@ func (c *Conn) deadline() mono.Time {
 	if c.state == Open || c.state == Closing {
 		d = mono.Min(d, c.lastHeard().Add(c.ep.cfg.IdleTimeout))
 	}
-	return d
+	return mono.Min(d, c.shrinkDue())
 }
 
 func (c *Conn) lastHeard() mono.Time {
@@ -85,6 +88,9 @@ func (c *Conn) handleTimer(now mono.Time) {
 	if c.reo.Deadline() <= now {
 		c.reo.OnTimer(now)
 		c.mayDeliver = true
+		if c.ep.cfg.Retransmit {
+			c.pollNACKs(now)
+		}
 	}
 	for _, sf := range c.subflows {
 		switch sf.state {
@@ -108,6 +114,7 @@ func (c *Conn) handleTimer(now mono.Time) {
 				c.subflowClosed(sf, 0, "close timeout")
 			}
 		case sfOpen:
+			c.rtxExpire(now, sf)
 			if sf.cc.Deadline() <= now {
 				sf.cc.OnTimer(now)
 				c.holdUntil = 0
@@ -121,6 +128,9 @@ func (c *Conn) handleTimer(now mono.Time) {
 				c.updatePaths()
 			}
 		}
+	}
+	if c.shrinkDue() <= now {
+		c.shrink(now)
 	}
 	for i := 0; i < len(c.ctrl); i++ {
 		ci := &c.ctrl[i]

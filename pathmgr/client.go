@@ -183,8 +183,8 @@ func (m *Manager) info(id int) (mpdccp.PathInfo, bool) {
 // clientStep does whatever is due: sockets, the connection attempt,
 // joins, and replacing long-failed subflows.
 func (m *Manager) clientStep(now mono.Time) {
-	if m.stopped {
-		return
+	if !m.started || m.stopped {
+		return // OS events fed before Start only teach the links
 	}
 	for _, p := range m.paths {
 		m.ensureSocket(now, p)

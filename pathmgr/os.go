@@ -97,8 +97,8 @@ func (m *Manager) HandleLink(now mono.Time, ev LinkEvent) {
 	} else {
 		m.emit(now, EventLinkUp, 0, -1, netip.AddrPort{}, "%s", ev.Name)
 	}
-	if m.cfg.Role != Client {
-		return
+	if m.cfg.Role != Client || !m.started {
+		return // before Start the state is only learnt
 	}
 	for _, p := range m.pathsOn(ev.Name) {
 		p.linkDown = !ev.Up
@@ -152,8 +152,8 @@ func (m *Manager) HandleAddr(now mono.Time, ev AddrEvent) {
 		kind = EventAddrAdded
 	}
 	m.emit(now, kind, 0, -1, netip.AddrPortFrom(ev.Addr, 0), "%s on %s", ev.Addr, ev.Link)
-	if m.cfg.Role != Client {
-		return
+	if m.cfg.Role != Client || !m.started {
+		return // before Start the state is only learnt
 	}
 	for _, p := range m.paths {
 		bound := p.sock >= 0 && p.local.Addr() == ev.Addr
@@ -183,8 +183,8 @@ func (m *Manager) HandleAddr(now mono.Time, ev AddrEvent) {
 // HandleRoute reacts to a route change on an interface: its paths that
 // are failed, suspected or without a subflow try again at once.
 func (m *Manager) HandleRoute(now mono.Time, ev RouteEvent) {
-	if m.cfg.Role != Client {
-		return
+	if m.cfg.Role != Client || !m.started {
+		return // before Start the state is only learnt
 	}
 	ps := m.pathsOn(ev.Link)
 	if len(ps) == 0 {

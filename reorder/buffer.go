@@ -5,6 +5,7 @@ package reorder
 import (
 	"time"
 
+	"github.com/mptun/mptun/flow"
 	"github.com/mptun/mptun/internal/mono"
 )
 
@@ -48,11 +49,45 @@ func seqDiff(a, b uint64) int64 { return int64((a-b)<<16) >> 16 }
 type slot struct {
 	it        Item
 	used      bool
-	early     bool      // an urgent packet, delivered already: nothing to hand out
+	early     bool      // delivered already (urgent or path-ordered): nothing to hand out
 	lost      bool      // gap known to be lost (DCCP sequence evidence)
+	counted   bool      // held packet counted in heldFlow[flowB]
+	flowB     uint8     // the held packet's flow bucket
 	gapOpen   mono.Time // missing seq: when a later seq first arrived, or noTime
+	giveUpAt  mono.Time // lost gap awaiting repair: skipped from then on (noTime: not set)
+	nackAt    mono.Time // lost gap: when its repair was first asked for (noTime: not yet)
 	releaseAt mono.Time // equalize: not delivered before this
 }
+
+// flowBuckets is the number of flow buckets the receiver tells flows
+// apart by (for PathOrdered delivery); flows sharing one are treated as
+// one, which only makes delivery more cautious.
+const flowBuckets = 256
+
+// flowSeed keys the receiver's flow hash.
+const flowSeed = 0x6d707475 // "mptu"
+
+// hole is a loss found in a path's own sequence: data packets missing
+// between the path's packets with MP_SEQ before and after.
+type hole struct {
+	path          int
+	before, after uint64
+	nacks         int
+	nextNACK      mono.Time
+	open          bool
+}
+
+// Repair timing.
+const (
+	maxHoles = 64 // holes tracked at once; older ones are forgotten
+	maxNACKs = 3  // repair requests per hole
+	// defaultRepairWait is the repair round trip assumed before the
+	// paths' RTTs are known.
+	defaultRepairWait = 50 * time.Millisecond
+	// minHoldCap and maxHoldCap bound the derived hold limit.
+	minHoldCap = 50 * time.Millisecond
+	maxHoldCap = 2 * time.Second
+)
 
 // fifoEntry is one packet in a path's arrival-order queue of held packets.
 type fifoEntry struct {
@@ -114,7 +149,6 @@ type pathState struct {
 	active   bool // SetPaths says active
 	frontier uint64
 	lastPS   uint64 // DCCP sequence number of the last packet received
-	lastSeq  uint64
 	lastAt   mono.Time
 	rttOWD   time.Duration // one-way delay estimate from RTTs (RTT/2)
 	baseOWD  time.Duration // one-way delay without queueing (MinRTT/2), for equalize
@@ -130,9 +164,9 @@ type pathState struct {
 
 	fifo       []fifoEntry // ring, len is a power of two
 	head, tail uint64
-}
 
-func (p *pathState) fifoLen() int { return int(p.tail - p.head) }
+	openHoles int // unresolved holes of this path
+}
 
 // buffer implements every reorderer: they share the window, the
 // duplicate and loss logic and differ only in how long they hold.
@@ -144,8 +178,9 @@ type buffer struct {
 	mask     uint64 // len(slots)-1
 	slots    []slot // the window, from next; grows up to maxSlots
 	maxSlots int
-	histMask uint64      // len(pastOpen)-1: the history is allocated at full size
-	pastBits []uint64    // seqs in [next-len, next): 1 delivered, 0 skipped
+	histMask uint64      // len(pastOpen)-1; the history grows with the window
+	histLen  uint64      // seqs in [next-histLen, next) have valid history
+	pastBits []uint64    // 1 delivered, 0 skipped, by seq&histMask
 	pastOpen []mono.Time // gapOpen of skipped seqs, for late samples
 
 	started     bool
@@ -168,6 +203,15 @@ type buffer struct {
 	lateAll      winMax
 	deadline     mono.Time
 	stats        Stats
+
+	// Receiver-side flows and loss repair.
+	heldFlow   [flowBuckets]uint16 // in-order packets held, by flow bucket
+	holes      []hole              // ring of maxHoles
+	holeN      uint64              // holes ever recorded (ring position)
+	openHoles  int
+	repairWait time.Duration // a NACK's and its repair's round trip
+	repairLat  winMax        // measured: first NACK to the repair's arrival
+	baseDiff   time.Duration // base one-way delay difference of the active paths
 }
 
 func newBuffer(name string, m mode, c Config) *buffer {
@@ -181,23 +225,77 @@ func newBuffer(name string, m mode, c Config) *buffer {
 		mode:     m,
 		cfg:      c,
 		maxSlots: n,
-		histMask: uint64(n - 1),
-		pastBits: make([]uint64, (n+63)/64),
-		pastOpen: make([]mono.Time, n),
 
-		deadline: mono.Never,
-	}
-	for i := range b.pastOpen {
-		b.pastOpen[i] = noTime
+		deadline:   mono.Never,
+		repairWait: defaultRepairWait,
 	}
 	b.growSlots(int64(min(initialSlots, n)) - 1)
 	return b
 }
 
 // initialSlots is the window a reorderer starts with; it doubles up to
-// maxSlots as the traffic needs: a concentrator holds thousands of
-// connections, most of them slow.
-const initialSlots = 64
+// maxSlots as the traffic needs and shrinks back when the connection
+// idles: a concentrator holds thousands of connections, most of them
+// slow.
+const initialSlots = 16
+
+// The history of MP_SEQs behind the window (delivered or skipped, for
+// duplicates and late samples) covers histPerSlot times the window, at
+// least histMin and at most maxSlots: a late packet is about as far
+// behind as the window had to reach ahead while its gap was held.
+const (
+	histPerSlot = 4
+	histMin     = 64
+)
+
+// resizeHistory reallocates the history to n entries (a power of two),
+// keeping the newest of what was valid.
+func (b *buffer) resizeHistory(n int) {
+	open := make([]mono.Time, n)
+	for i := range open {
+		open[i] = noTime
+	}
+	bits := make([]uint64, (n+63)/64)
+	keep := min(b.histLen, uint64(n))
+	mask := uint64(n - 1)
+	for k := uint64(1); k <= keep; k++ {
+		seq := (b.next - k) & seqMask
+		if b.pastSet(seq) {
+			bits[(seq&mask)/64] |= 1 << ((seq & mask) % 64)
+		}
+		open[seq&mask] = b.pastOpen[seq&b.histMask]
+	}
+	b.pastOpen, b.pastBits, b.histMask, b.histLen = open, bits, mask, keep
+}
+
+// passed records that next moved n MP_SEQs on, each marked in the history.
+func (b *buffer) passed(n uint64) {
+	b.histLen = min(b.histLen+n, uint64(len(b.pastOpen)))
+}
+
+// Shrink releases what an idle reorderer does not need: the window back
+// to its first size, the history with it, and the rings of late packets,
+// path arrivals and holes when they are empty. It does nothing while
+// packets are held or gaps open.
+func (b *buffer) Shrink() {
+	if b.buffered > 0 || b.rHead != b.rTail || b.openHoles > 0 {
+		return
+	}
+	b.ready, b.rHead, b.rTail = nil, 0, 0
+	b.holes, b.holeN = nil, 0
+	for i := range b.paths {
+		if p := &b.paths[i]; p.head == p.tail {
+			p.fifo, p.head, p.tail = nil, 0, 0
+		}
+	}
+	if len(b.slots) > initialSlots {
+		b.slots = nil
+		b.growSlots(initialSlots - 1)
+	}
+	if h := min(max(histPerSlot*len(b.slots), histMin), b.maxSlots); len(b.pastOpen) > h {
+		b.resizeHistory(h)
+	}
+}
 
 // growSlots makes the window hold at least need+1 MP_SEQs past next (up to
 // maxSlots), moving the live part [next, highest].
@@ -211,7 +309,7 @@ func (b *buffer) growSlots(need int64) {
 	}
 	grown := make([]slot, n)
 	for i := range grown {
-		grown[i].gapOpen = noTime
+		grown[i].gapOpen, grown[i].giveUpAt, grown[i].nackAt = noTime, noTime, noTime
 	}
 	mask := uint64(n - 1)
 	if b.started && len(b.slots) > 0 {
@@ -220,6 +318,9 @@ func (b *buffer) growSlots(need int64) {
 		}
 	}
 	b.slots, b.mask = grown, mask
+	if h := min(max(histPerSlot*n, histMin), b.maxSlots); h > len(b.pastOpen) {
+		b.resizeHistory(h)
+	}
 }
 
 func (b *buffer) Name() string { return b.name }
@@ -281,6 +382,60 @@ func (b *buffer) SetPaths(infos []PathInfo) {
 	if lo >= 0 {
 		b.rttDiff = hi - lo
 	}
+	// Base delays and the repair round trip: a NACK crosses the fastest
+	// path back, the repair the fastest path forth.
+	blo, bhi, fastest := time.Duration(-1), time.Duration(0), time.Duration(-1)
+	for _, pi := range infos {
+		if !pi.Active {
+			continue
+		}
+		q := b.path(pi.ID)
+		if q.baseOWD > 0 && (blo < 0 || q.baseOWD < blo) {
+			blo = q.baseOWD
+		}
+		bhi = max(bhi, q.baseOWD)
+		if r := max(pi.SRTT, pi.MinRTT); r > 0 && (fastest < 0 || r < fastest) {
+			fastest = r
+		}
+	}
+	b.baseDiff = 0
+	if blo >= 0 {
+		b.baseDiff = bhi - blo
+	}
+	b.repairWait = defaultRepairWait
+	if fastest > 0 {
+		b.repairWait = fastest + b.margin() + repairSlack
+	}
+}
+
+// repairWaitNow is how long a repair may take: the estimate from the
+// paths' RTTs, or what repairs took lately if that was longer.
+func (b *buffer) repairWaitNow(now mono.Time) time.Duration {
+	return max(b.repairWait, b.repairLat.get(now)+b.margin())
+}
+
+// repairSlack covers the sender's side of a repair: its pacer and the
+// repair waiting for a window.
+const repairSlack = 5 * time.Millisecond
+
+// holdCap is the longest a packet waits for a gap: MaxHold when set,
+// else (with Repair) what the paths need: their delay difference, jitter
+// and two repair round trips.
+func (b *buffer) holdCap(now mono.Time) time.Duration {
+	if b.cfg.MaxHold > 0 {
+		return b.cfg.MaxHold
+	}
+	c := max(b.rttDiff, b.baseDiff) + 4*b.maxRTTVar + 2*b.repairWaitNow(now) + b.margin()
+	return min(max(c, minHoldCap), maxHoldCap)
+}
+
+// idleFlush is how long the buffer may wait without any arrival before
+// it releases everything.
+func (b *buffer) idleFlush(now mono.Time) time.Duration {
+	if b.cfg.IdleFlush > 0 {
+		return b.cfg.IdleFlush
+	}
+	return 2 * b.holdCap(now)
 }
 
 func (b *buffer) activePath(p *pathState, now mono.Time) bool {
@@ -301,13 +456,20 @@ func (b *buffer) holdFor(now mono.Time, p *pathState) (release, expire time.Dura
 	case modePassive:
 		return 0, 0
 	case modeFixed:
-		return 0, b.cfg.MaxHold
+		return 0, b.holdCap(now)
 	}
 	// A gap holds for the delay difference (RTTs or observed lateness,
 	// which includes the paths' own reordering) plus the margin.
-	gap := min(max(b.rttDiff, b.lateAll.get(now))+b.margin(), b.cfg.MaxHold)
+	hc := b.holdCap(now)
+	gap := max(b.rttDiff, b.lateAll.get(now)) + b.margin()
+	if b.cfg.Repair {
+		// A gap may be a loss whose repair is on its way: allow two
+		// rounds of NACK and repair.
+		gap += 2 * b.repairWaitNow(now)
+	}
+	gap = min(gap, hc)
 	if b.cfg.HoldGaps {
-		gap = b.cfg.MaxHold
+		gap = hc
 	}
 	if b.mode == modeAdaptive {
 		return 0, gap
@@ -336,8 +498,8 @@ func (b *buffer) holdFor(now mono.Time, p *pathState) (release, expire time.Dura
 	if p.baseOWD > 0 {
 		eq = maxOWD - p.baseOWD
 	}
-	eq = min(eq, b.cfg.MaxHold)
-	return eq, max(gap, min(eq+b.margin(), b.cfg.MaxHold))
+	eq = min(eq, hc)
+	return eq, max(gap, min(eq+b.margin(), hc))
 }
 
 func (b *buffer) pastSet(seq uint64) bool {
@@ -385,13 +547,21 @@ func (b *buffer) Push(now mono.Time, it Item) bool {
 	if !b.started {
 		b.started = true
 		b.next, b.highest = seq, (seq-1)&seqMask
+		// The first packet need not be the first sent: those before it
+		// may still arrive, as late ones (the history is all "skipped").
+		b.histLen = uint64(len(b.pastOpen))
 	}
 	b.lastArrival = now
 	p := b.path(it.Path)
-	prevSeq, prevPS, hadPrev := p.lastSeq, p.lastPS, p.seen
-	overtaken := p.seen && seqDiff(seq, p.frontier) < 0
+	ps := it.PathSeq & seqMask
+	// The path's packets before a hole in its sequence are named by the
+	// highest MP_SEQ it delivered: a repair it carried has an older one.
+	prevSeq, prevPS, hadPrev := p.frontier, p.lastPS, p.seen
+	// A packet behind the path's own sequence came late on the path: it
+	// reorders by itself. (A repair has an old MP_SEQ but a new place in
+	// the path's sequence.)
+	overtaken := p.seen && seqDiff(seq, p.frontier) < 0 && seqDiff(ps, p.lastPS) < 0
 	if overtaken {
-		// This path delivered higher MP_SEQs first: it reorders by itself.
 		if at, ok := p.passedAt(seq); ok {
 			p.inPath.add(now, now.Sub(at))
 		}
@@ -401,7 +571,11 @@ func (b *buffer) Push(now mono.Time, it Item) bool {
 		p.adv[p.advN%uint64(len(p.adv))] = advance{seq, now}
 		p.advN++
 	}
-	p.seen, p.lastAt, p.lastSeq, p.lastPS = true, now, seq, it.PathSeq&seqMask
+	p.seen, p.lastAt = true, now
+	if !hadPrev || seqDiff(ps, prevPS) > 0 {
+		// A packet the path itself reordered does not move its position.
+		p.lastPS = ps
+	}
 
 	d := seqDiff(seq, b.next)
 	if d < 0 {
@@ -426,37 +600,62 @@ func (b *buffer) Push(now mono.Time, it Item) bool {
 		}
 		for ; g != seq; g = (g + 1) & seqMask {
 			gs := &b.slots[g&b.mask]
-			gs.used, gs.lost, gs.gapOpen = false, false, now
+			gs.used, gs.lost, gs.gapOpen, gs.giveUpAt, gs.nackAt = false, false, now, noTime, noTime
 			gs.it = Item{Seq: g}
 		}
 		b.highest = seq
 	} else if sl.it.Seq == seq && sl.gapOpen != noTime {
 		// This packet fills a gap: it came this much after a later one.
 		b.sampleLate(now, p, now.Sub(sl.gapOpen))
+		if sl.lost {
+			b.stats.Repaired++
+			if sl.nackAt != noTime {
+				b.repairLat.add(now, now.Sub(sl.nackAt))
+			}
+		}
 	}
-	if it.Urgent && b.rTail-b.rHead < maxLateQueued {
-		sl.it, sl.used, sl.early, sl.lost, sl.gapOpen = Item{Seq: seq}, true, true, false, noTime
-		sl.releaseAt = 0
+	if hadPrev && (b.cfg.Repair || p.inPath.get(now) == 0) {
+		b.pathSeqLoss(now, p, it.Path, prevSeq, prevPS, seq, ps)
+	}
+	if b.deliverEarly(now, p, &it) {
+		sl.it, sl.used, sl.early, sl.lost, sl.counted = Item{Seq: seq}, true, true, false, false
+		sl.gapOpen, sl.giveUpAt, sl.releaseAt = noTime, noTime, 0
 		b.buffered++
 		b.pushReady(it)
-		if hadPrev && p.inPath.get(now) == 0 {
-			b.pathSeqLoss(prevSeq, prevPS, seq, it.PathSeq&seqMask)
-		}
 		b.refresh(now)
 		return true
 	}
-	it.Urgent = false
+	it.Urgent, it.PathOrdered = false, false
 	rel, exp := b.holdFor(now, p)
-	sl.it, sl.used, sl.early, sl.lost, sl.gapOpen = it, true, false, false, noTime
+	sl.it, sl.used, sl.early, sl.lost = it, true, false, false
+	sl.gapOpen, sl.giveUpAt = noTime, noTime
+	sl.flowB, sl.counted = flowBucket(it.Buf), true
+	b.heldFlow[sl.flowB]++
 	sl.releaseAt = now.Add(rel)
 	b.buffered++
 	b.fifoPush(p, fifoEntry{seq: seq, expire: now.Add(exp)})
-
-	if hadPrev && p.inPath.get(now) == 0 {
-		b.pathSeqLoss(prevSeq, prevPS, seq, it.PathSeq&seqMask)
-	}
 	b.refresh(now)
 	return true
+}
+
+// flowBucket is the receiver's flow bucket of an inner packet.
+func flowBucket(pkt []byte) uint8 { return uint8(flow.Hash(pkt, flowSeed) % flowBuckets) }
+
+// deliverEarly reports whether it goes to the application at once: an
+// urgent packet always; a path-ordered one when its path has no
+// unresolved loss before it and its flow has nothing held here (so its
+// flow's earlier packets are all delivered).
+func (b *buffer) deliverEarly(now mono.Time, p *pathState, it *Item) bool {
+	if b.rTail-b.rHead >= uint64(b.cfg.BufferLimit) {
+		return false // nobody is popping: hold
+	}
+	if it.Urgent {
+		return true
+	}
+	if !it.PathOrdered || b.mode == modePassive {
+		return false
+	}
+	return p.openHoles == 0 && b.heldFlow[flowBucket(it.Buf)] == 0
 }
 
 func (b *buffer) sampleLate(now mono.Time, p *pathState, v time.Duration) {
@@ -470,7 +669,11 @@ func (b *buffer) sampleLate(now mono.Time, p *pathState, v time.Duration) {
 
 // pushLate handles a packet older than the next expected one.
 func (b *buffer) pushLate(now mono.Time, p *pathState, it Item, d int64) bool {
-	if -d > int64(len(b.pastOpen)) {
+	if -d > int64(len(b.pastOpen)/2) && len(b.pastOpen) < b.maxSlots {
+		// Packets arrive this late: keep a longer history from now on.
+		defer b.resizeHistory(2 * len(b.pastOpen))
+	}
+	if -d > int64(b.histLen) {
 		// Too old to know whether it is a duplicate.
 		b.stats.LateDropped++
 		return false
@@ -502,6 +705,7 @@ func (b *buffer) flushFarAhead(seq uint64) {
 			if !sl.early {
 				b.pushReady(sl.it)
 			}
+			b.uncount(sl)
 			sl.early = false
 			b.buffered--
 			sl.used = false
@@ -513,15 +717,20 @@ func (b *buffer) flushFarAhead(seq uint64) {
 			b.markPast(b.next, false, noTime)
 		}
 		b.next = (b.next + 1) & seqMask
+		b.passed(1)
 	}
 	if jump := seqDiff(seq, b.next) - int64(len(b.slots)) + 1; jump > 0 {
 		b.stats.GapsSkipped += uint64(jump)
 		b.stats.Overflow += uint64(jump)
 		// Nothing was received of the seqs jumped over.
-		for i := int64(0); i < min(jump, int64(len(b.slots))); i++ {
+		// Nothing was received of the seqs jumped over: as far as the
+		// history reaches, they may still arrive late.
+		marked := min(jump, int64(len(b.pastOpen)))
+		for i := int64(0); i < marked; i++ {
 			b.markPast(b.next+uint64(jump-1-i), false, noTime)
 		}
 		b.next = (b.next + uint64(jump)) & seqMask
+		b.passed(uint64(marked))
 	}
 	// Nothing is held: everything received is below next.
 	b.highest = (b.next - 1) & seqMask
@@ -529,13 +738,16 @@ func (b *buffer) flushFarAhead(seq uint64) {
 }
 
 // pathSeqLoss uses the subflow's own sequence numbers: if DCCP sequence
-// numbers are missing between two consecutive packets of one path, and no
-// more MP_SEQs are missing between them than that, the missing ones were
-// lost on this path and need no waiting.
-func (b *buffer) pathSeqLoss(prevSeq, prevPS, seq, ps uint64) {
-	hole := seqDiff(ps, prevPS) - 1
+// numbers are missing between two consecutive packets of one path, data
+// packets that path carried were lost (or, on a path that reorders by
+// itself, are late). If no more MP_SEQs are missing between them than
+// that, the missing ones are those packets and need no waiting (or, with
+// Repair, wait for their repair only). With Repair every such hole is
+// recorded so that PollNACK asks the sender for the lost packets at once.
+func (b *buffer) pathSeqLoss(now mono.Time, p *pathState, pathID int, prevSeq, prevPS, seq, ps uint64) {
+	lostN := seqDiff(ps, prevPS) - 1
 	span := seqDiff(seq, prevSeq)
-	if hole <= 0 || hole > maxPathSeqHole || span <= 1 || span > int64(len(b.slots)) {
+	if lostN <= 0 || lostN > maxPathSeqHole || span <= 1 || span > int64(len(b.slots)) {
 		return
 	}
 	from := prevSeq + 1
@@ -548,14 +760,150 @@ func (b *buffer) pathSeqLoss(prevSeq, prevPS, seq, ps uint64) {
 			missing++
 		}
 	}
-	if missing == 0 || missing > hole {
+	if missing == 0 {
 		return
 	}
-	for g := from & seqMask; g != seq; g = (g + 1) & seqMask {
+	reorders := p.inPath.get(now) > 0
+	sure := missing <= lostN && !reorders
+	if !b.cfg.Repair {
+		if sure {
+			b.markLost(from, seq, noTime)
+		}
+		return
+	}
+	b.stats.Holes++
+	// Ask at once, unless the path reorders by itself: then the "lost"
+	// packets may just be late.
+	first := now
+	if reorders {
+		first = now.Add(p.inPath.get(now) + b.margin())
+	}
+	if sure {
+		// Skipped if no repair came after every NACK had its round trip.
+		b.markLost(from, seq, first.Add(time.Duration(maxNACKs+1)*b.repairWaitNow(now)))
+	}
+	b.addHole(hole{path: pathID, before: prevSeq, after: seq, nextNACK: first, open: true})
+}
+
+// markLost marks the missing MP_SEQs in [from, to) lost; giveUp is when
+// they are skipped if no repair came (noTime: at once).
+func (b *buffer) markLost(from, to uint64, giveUp mono.Time) {
+	for g := from & seqMask; g != to; g = (g + 1) & seqMask {
 		if sl := &b.slots[g&b.mask]; !sl.used {
-			sl.it.Seq, sl.lost = g, true
+			sl.it.Seq, sl.lost, sl.giveUpAt = g, true, giveUp
 		}
 	}
+}
+
+func (b *buffer) addHole(h hole) {
+	if b.holes == nil {
+		b.holes = make([]hole, maxHoles)
+	}
+	old := &b.holes[b.holeN%maxHoles]
+	if old.open {
+		b.closeHole(old) // too many at once: forget the oldest
+	}
+	*old = h
+	b.holeN++
+	if h.path >= 0 {
+		b.path(h.path).openHoles++
+	}
+	b.openHoles++
+}
+
+func (b *buffer) closeHole(h *hole) {
+	if !h.open {
+		return
+	}
+	h.open = false
+	if h.path >= 0 {
+		b.path(h.path).openHoles--
+	}
+	b.openHoles--
+}
+
+// holeResolved reports whether every MP_SEQ of h's range has arrived or
+// was given up.
+func (b *buffer) holeResolved(h *hole) bool {
+	if seqDiff(b.next, h.after) >= 0 {
+		return true
+	}
+	from := (h.before + 1) & seqMask
+	if seqDiff(from, b.next) < 0 {
+		from = b.next
+	}
+	for g := from; g != h.after; g = (g + 1) & seqMask {
+		if sl := &b.slots[g&b.mask]; !(sl.used && sl.it.Seq == g) {
+			return false
+		}
+	}
+	return true
+}
+
+// resolveHoles closes the holes whose packets are all in (or given up)
+// and returns the earliest NACK still due.
+func (b *buffer) resolveHoles() mono.Time {
+	due := mono.Never
+	if b.openHoles == 0 {
+		return due
+	}
+	n := min(b.holeN, maxHoles)
+	for i := b.holeN - n; i != b.holeN; i++ {
+		h := &b.holes[i%maxHoles]
+		if !h.open {
+			continue
+		}
+		if b.holeResolved(h) {
+			b.closeHole(h)
+			continue
+		}
+		if h.nacks < maxNACKs {
+			due = mono.Min(due, h.nextNACK)
+		}
+	}
+	return due
+}
+
+// PollNACK returns the next repair request due at now (see NACKer). Each
+// hole is asked for up to maxNACKs times, a repair round trip apart; its
+// lost gaps wait until a round trip after the last request.
+func (b *buffer) PollNACK(now mono.Time) (NACK, bool) {
+	if b.openHoles == 0 {
+		return NACK{}, false
+	}
+	n := min(b.holeN, maxHoles)
+	for i := b.holeN - n; i != b.holeN; i++ {
+		h := &b.holes[i%maxHoles]
+		if !h.open || h.nacks >= maxNACKs || h.nextNACK > now {
+			continue
+		}
+		if b.holeResolved(h) {
+			b.closeHole(h)
+			continue
+		}
+		h.nacks++
+		rw := b.repairWaitNow(now)
+		h.nextNACK = now.Add(rw)
+		// The lost gaps wait for this repair, and for the ones still to
+		// be asked for.
+		giveUp := now.Add(time.Duration(maxNACKs-h.nacks+1) * rw)
+		b.stats.NACKs++
+		from := (h.before + 1) & seqMask
+		if seqDiff(from, b.next) < 0 {
+			from = b.next
+		}
+		for g := from; g != h.after; g = (g + 1) & seqMask {
+			if sl := &b.slots[g&b.mask]; !sl.used && sl.lost && sl.it.Seq == g {
+				sl.giveUpAt = giveUp
+				if sl.nackAt == noTime {
+					sl.nackAt = now
+				}
+			}
+		}
+		b.refresh(now)
+		return NACK{Path: h.path, Before: h.before, After: h.after}, true
+	}
+	return NACK{}, false
 }
 
 func (b *buffer) fifoPush(p *pathState, e fifoEntry) {
@@ -605,12 +953,27 @@ func (b *buffer) refresh(now mono.Time) {
 			dl = mono.Min(dl, p.fifo[p.head&(n-1)].expire)
 		}
 	}
+	dl = mono.Min(dl, b.resolveHoles())
 	if b.buffered > 0 {
-		if sl := &b.slots[b.next&b.mask]; sl.used && sl.it.Seq == b.next && sl.releaseAt > now {
+		sl := &b.slots[b.next&b.mask]
+		switch {
+		case sl.used && sl.it.Seq == b.next && sl.releaseAt > now:
 			dl = mono.Min(dl, sl.releaseAt)
+		case !sl.used && sl.it.Seq == b.next && b.cfg.Repair && !b.cfg.NoEarlyLoss:
+			// When the gap at next may be given up (see lostGap); a time
+			// already past means it waits for something else.
+			var t mono.Time = noTime
+			if sl.lost && sl.giveUpAt != noTime {
+				t = sl.giveUpAt
+			} else if !sl.lost && sl.gapOpen != noTime {
+				t = b.passTime(now, b.next, sl.gapOpen)
+			}
+			if t > now {
+				dl = mono.Min(dl, t)
+			}
 		}
 		if !b.releasing || seqDiff(b.highest, b.releaseTo) > 0 {
-			dl = mono.Min(dl, b.lastArrival.Add(b.cfg.IdleFlush))
+			dl = mono.Min(dl, b.lastArrival.Add(b.idleFlush(now)))
 		}
 	}
 	b.deadline = dl
@@ -640,7 +1003,7 @@ func (b *buffer) OnTimer(now mono.Time) {
 			}
 		}
 	}
-	if now >= b.lastArrival.Add(b.cfg.IdleFlush) {
+	if now >= b.lastArrival.Add(b.idleFlush(now)) {
 		release(b.highest)
 	}
 	b.refresh(now)
@@ -648,39 +1011,119 @@ func (b *buffer) OnTimer(now mono.Time) {
 
 // lostGap reports whether the missing seq at next can be given up now.
 func (b *buffer) lostGap(now mono.Time, sl *slot, seq uint64) bool {
-	if b.releasing && seqDiff(seq, b.releaseTo) <= 0 {
+	if b.mode == modePassive || b.buffered > b.cfg.BufferLimit {
 		return true
 	}
-	if b.mode == modePassive || b.buffered > b.cfg.BufferLimit {
+	if b.cfg.Repair && sl.it.Seq == seq && sl.lost && sl.giveUpAt != noTime {
+		// A repair is on its way: not even an expired hold gives it up
+		// before it is overdue.
+		return now >= sl.giveUpAt
+	}
+	if b.releasing && seqDiff(seq, b.releaseTo) <= 0 {
 		return true
 	}
 	if b.cfg.NoEarlyLoss {
 		return false
 	}
-	if sl.it.Seq == seq && sl.lost {
+	known := sl.it.Seq == seq
+	if known && sl.lost {
+		// Lost on a path: skip it at once, or, with Repair, once its repair
+		// is overdue.
+		return !b.cfg.Repair || sl.giveUpAt != noTime && now >= sl.giveUpAt
+	}
+	open := noTime
+	if known {
+		open = sl.gapOpen
+	}
+	if b.passTime(now, seq, open) > now {
+		return false
+	}
+	if !b.cfg.Repair || !known {
 		return true
 	}
-	// Every active path has already delivered beyond seq: as paths keep
-	// their order, nothing can still bring it. A path seen reordering by
-	// itself only counts once it passed seq longer ago than it reorders.
-	// Without SetPaths a lone path may just be the first one heard from.
+	b.nackMissing(now, seq)
+	return false
+}
+
+// passTime is when no path can still bring seq, missing since open
+// (<= now: already; mono.Never: not while things stay as they are):
+// every path has delivered beyond it (paths keep their order), or has not
+// but is past its delay difference to the fastest path since the gap
+// opened (a path that carried nothing for a while, or just failed, must
+// not hold gaps longer than it could take). A path seen reordering by
+// itself only counts once it passed seq longer ago than it reorders.
+// Without SetPaths a lone path may just be the first one heard from.
+func (b *buffer) passTime(now mono.Time, seq uint64, open mono.Time) mono.Time {
 	n := 0
+	minBase := time.Duration(-1)
+	for i := range b.paths {
+		if p := &b.paths[i]; p.told && p.active && p.baseOWD > 0 && (minBase < 0 || p.baseOWD < minBase) {
+			minBase = p.baseOWD
+		}
+	}
+	t := mono.Time(0)
 	for i := range b.paths {
 		p := &b.paths[i]
-		if !b.activePath(p, now) {
+		if !(p.told && p.active) && !(p.seen && now.Sub(p.lastAt) <= pathIdle) {
 			continue
 		}
 		if !p.seen || seqDiff(p.frontier, seq) <= 0 {
-			return false
+			if minBase < 0 || open == noTime {
+				// Delays unknown: a path silent for long carries nothing.
+				if !p.seen {
+					return mono.Never
+				}
+				t = mono.Max(t, p.lastAt.Add(pathIdle+1))
+				continue
+			}
+			// Its delay difference to the fastest path, with the jitter
+			// seen (RTT variation, and how late its packets came).
+			lag := max(max(p.rttOWD, p.baseOWD)-minBase+4*b.maxRTTVar, p.late.get(now)) + 2*b.margin()
+			t = mono.Max(t, open.Add(lag))
+			continue
 		}
 		if w := p.inPath.get(now); w > 0 {
-			if at, ok := p.passedAt(seq); !ok || now.Sub(at) < w+b.margin() {
-				return false
+			at, ok := p.passedAt(seq)
+			if !ok {
+				return mono.Never
 			}
+			t = mono.Max(t, at.Add(w+b.margin()))
 		}
 		n++
 	}
-	return n >= 2 || (n == 1 && b.toldAny)
+	if n >= 2 || (n == 1 && b.toldAny) {
+		return t
+	}
+	return mono.Never
+}
+
+// nackMissing treats seq, which every path is past with no path's
+// sequence showing it lost (an ambiguous hole, a packet lost last on a
+// path, a path that closed), as lost somewhere: it is asked for by its
+// MP_SEQ, and waits for the repair like any lost gap.
+func (b *buffer) nackMissing(now mono.Time, seq uint64) {
+	// The run of missing seqs from seq on that every path is past goes
+	// together: one NACK, one wait.
+	end := (seq + 1) & seqMask
+	for seqDiff(b.highest, end) > 0 {
+		sl := &b.slots[end&b.mask]
+		if sl.used || sl.lost || sl.it.Seq != end || b.passTime(now, end, sl.gapOpen) > now {
+			break
+		}
+		end = (end + 1) & seqMask
+	}
+	rw := b.repairWaitNow(now)
+	b.markLost(seq, end, now.Add(time.Duration(maxNACKs+1)*rw))
+	b.stats.Holes++
+	b.addHole(hole{path: -1, before: (seq - 1) & seqMask, after: end, nextNACK: now, open: true})
+}
+
+// uncount removes a held packet from its flow's count.
+func (b *buffer) uncount(sl *slot) {
+	if sl.counted {
+		b.heldFlow[sl.flowB]--
+		sl.counted = false
+	}
 }
 
 // Pop returns the next packet to deliver.
@@ -702,6 +1145,7 @@ func (b *buffer) Pop(now mono.Time) (Item, bool) {
 			b.buffered--
 			b.markPast(seq, true, noTime)
 			b.next = (seq + 1) & seqMask
+			b.passed(1)
 			continue
 		}
 		if sl.used && sl.it.Seq == seq {
@@ -709,10 +1153,12 @@ func (b *buffer) Pop(now mono.Time) (Item, bool) {
 				break // equalize: not yet; later packets wait behind it
 			}
 			it := sl.it
+			b.uncount(sl)
 			sl.used, sl.it = false, Item{}
 			b.buffered--
 			b.markPast(seq, true, noTime)
 			b.next = (seq + 1) & seqMask
+			b.passed(1)
 			b.account(now, it)
 			b.afterAdvance(now)
 			return it, true
@@ -724,12 +1170,16 @@ func (b *buffer) Pop(now mono.Time) (Item, bool) {
 		if b.buffered > b.cfg.BufferLimit {
 			b.stats.Overflow++
 		}
+		if sl.it.Seq == seq && sl.lost && b.cfg.Repair {
+			b.stats.RepairGivenUp++
+		}
 		open := noTime
 		if sl.it.Seq == seq {
 			open = sl.gapOpen
 		}
 		b.markPast(seq, false, open)
 		b.next = (seq + 1) & seqMask
+		b.passed(1)
 	}
 	b.afterAdvance(now)
 	return Item{}, false
@@ -747,6 +1197,10 @@ func (b *buffer) account(now mono.Time, it Item) {
 	b.stats.Delivered++
 	if it.Urgent {
 		b.stats.Urgent++
+		return
+	}
+	if it.PathOrdered {
+		b.stats.PathOrdered++
 		return
 	}
 	if b.anyDelivered && seqDiff(it.Seq, b.maxDelivered) < 0 {

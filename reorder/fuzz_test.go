@@ -28,13 +28,26 @@ func FuzzReorder(f *testing.F) {
 	f.Add(append(steps, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		for _, name := range []string{"passive", "fixed", "adaptive", "equalize"} {
-			r, _ := New(name, Config{MaxHold: 10 * time.Millisecond, BufferLimit: 16 << (len(data) % 4), DropLate: len(data)%2 == 0})
+			now := mono.Time(0)
+			repair := len(data)%5 < 2
+			hold := 10 * time.Millisecond
+			if repair && len(data)%2 == 0 {
+				hold = 0 // derived from the paths
+			}
+			r, _ := New(name, Config{MaxHold: hold, BufferLimit: 16 << (len(data) % 4), DropLate: len(data)%2 == 0, Repair: repair})
+			nk, _ := r.(NACKer)
+			nacks := func() {
+				for nk != nil {
+					if _, ok := nk.PollNACK(now); !ok {
+						return
+					}
+				}
+			}
 			if len(data)%3 == 0 {
 				r.SetPaths([]PathInfo{{ID: 0, Active: true, SRTT: time.Millisecond}, {ID: 3, Active: true, SRTT: 9 * time.Millisecond}})
 			}
 			accepted := map[uint64]int{}
 			out := map[uint64]int{}
-			now := mono.Time(0)
 			pop := func() {
 				for {
 					it, ok := r.Pop(now)
@@ -51,20 +64,34 @@ func FuzzReorder(f *testing.F) {
 				now += mono.Time(d[6]) * mono.Time(100*time.Microsecond)
 				for r.Deadline() <= now {
 					r.OnTimer(now)
+					nacks()
 					pop()
+					nacks() // a gap Pop gave up on by timing is asked for at once
 					if r.Deadline() <= now {
 						t.Fatalf("%s: deadline %v stuck at %v", name, r.Deadline(), now)
 					}
 				}
 				ps[path] += uint64(d[5]&1) + 1
-				if r.Push(now, Item{Seq: seq, Path: path, PathSeq: ps[path], Arrival: now, Urgent: d[5]&6 == 6}) {
+				flows := [2][]byte{{0x45, 0, 0, 28, 0, 0, 0, 0, 64, 17, 0, 0, 10, 0, 0, 1, 10, 0, 0, 2, 0, 1, 0, 2},
+					{0x45, 0, 0, 28, 0, 0, 0, 0, 64, 6, 0, 0, 10, 0, 0, 1, 10, 0, 0, 2, 0, 3, 0, 4}}
+				it := Item{Seq: seq, Path: path, PathSeq: ps[path], Arrival: now, Urgent: d[5]&6 == 6,
+					PathOrdered: d[5]&8 != 0, Buf: flows[d[5]>>4&1]}
+				if r.Push(now, it) {
 					accepted[seq]++
 				}
+				nacks()
+				pop()
+				if d[5]&0x20 != 0 {
+					r.(Shrinker).Shrink() // as after an idle spell
+				}
+			}
+			// Time goes on (a repair that never comes is given up).
+			for i := 0; i < 8; i++ {
+				now += mono.Time(2 * time.Second)
+				r.OnTimer(now)
+				nacks()
 				pop()
 			}
-			now += mono.Time(time.Second)
-			r.OnTimer(now)
-			pop()
 			// Serial arithmetic cannot tell a duplicate from a seq that
 			// came round again, so duplicates are only checked when the
 			// seqs stay within a quarter of the space.

@@ -27,6 +27,13 @@ type Item struct {
 	// duplicate. Their own order is their application's business (RTP has
 	// sequence numbers and a jitter buffer).
 	Urgent bool
+	// PathOrdered is the sender's word (mptun's empty MP_EXP) that the
+	// packet's flow has nothing in flight on another path: it is delivered
+	// as soon as its own path has no unresolved loss before it and its flow
+	// has nothing held here, without waiting for other paths' gaps. Flows
+	// that stay on one path (pings, short transfers, a flow one path
+	// carries) thus never wait for a slower path.
+	PathOrdered bool
 }
 
 // PathInfo is what the engine knows about a receiving path.
@@ -74,6 +81,11 @@ type Stats struct {
 	Duplicates     uint64
 	LateDropped    uint64
 	Overflow       uint64 // skips forced by the buffer limit
+	PathOrdered    uint64 // delivered at once by path order (Item.PathOrdered), not counted in InOrder/Held
+	Holes          uint64 // losses found in a path's sequence
+	NACKs          uint64 // repair requests (PollNACK), first ones and repeats
+	Repaired       uint64 // gaps of a hole filled after a NACK
+	RepairGivenUp  uint64 // gaps of a hole skipped after the last NACK
 	Buffered       int    // packets held now
 	// HoldHist counts hold times in buckets: bucket i counts holds in
 	// [HoldBuckets[i-1], HoldBuckets[i]).
@@ -110,9 +122,39 @@ type Config struct {
 	// Margin is the jitter allowance added to the adaptive and equalize
 	// hold times on top of the estimated delay difference.
 	Margin time.Duration
+	// Repair says the sender repairs losses (mpdccp Config.Retransmit): a
+	// gap known lost on a path (a hole in its sequence) waits for the
+	// repair, which PollNACK asks for at once, instead of being skipped;
+	// holds include the repair's round trip.
+	Repair bool
 }
 
-// Defaults used for zero Config fields.
+// NACK asks the sender to repair the data packets a path lost between
+// two of its packets, named by their MP_SEQs (Before < lost < After); or,
+// with Path -1, the MP_SEQs between Before and After, on whatever path
+// they were sent (no path's sequence showed them lost, yet every path is
+// past them).
+type NACK struct {
+	Path          int
+	Before, After uint64
+}
+
+// NACKer is implemented by reorderers that detect losses per path and
+// want them repaired (Config.Repair). The engine polls it after every
+// Push and timer and sends each NACK to the peer on its fastest path.
+type NACKer interface {
+	PollNACK(now mono.Time) (NACK, bool)
+}
+
+// Shrinker is implemented by reorderers whose window can shrink. The
+// engine calls Shrink when a connection has idled a while; the window
+// grows back on demand.
+type Shrinker interface {
+	Shrink()
+}
+
+// Defaults used for zero Config fields. With Repair and no MaxHold the
+// hold limit follows the paths (see buffer.holdCap).
 const (
 	DefaultMaxHold     = 100 * time.Millisecond
 	DefaultBufferLimit = 2048
@@ -120,13 +162,13 @@ const (
 )
 
 func (c Config) withDefaults() Config {
-	if c.MaxHold <= 0 {
+	if c.MaxHold <= 0 && !c.Repair {
 		c.MaxHold = DefaultMaxHold
 	}
 	if c.BufferLimit <= 0 {
 		c.BufferLimit = DefaultBufferLimit
 	}
-	if c.IdleFlush <= 0 {
+	if c.IdleFlush <= 0 && c.MaxHold > 0 {
 		c.IdleFlush = 2 * c.MaxHold
 	}
 	if c.Margin <= 0 {

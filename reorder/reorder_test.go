@@ -58,6 +58,14 @@ func (h *harness) advance(t mono.Time) {
 		}
 		h.now = max(h.now, d)
 		h.r.OnTimer(h.now)
+		// As the engine: the NACKs due go out after the timer.
+		if nk, ok := h.r.(NACKer); ok {
+			for {
+				if _, ok := nk.PollNACK(h.now); !ok {
+					break
+				}
+			}
+		}
 		h.drain()
 	}
 	h.now = t

@@ -3,8 +3,9 @@
 package scheduler
 
 import (
-	"encoding/binary"
 	"fmt"
+
+	"github.com/mptun/mptun/flow"
 )
 
 // PortRange is an inclusive range of transport ports. The zero value
@@ -69,7 +70,7 @@ func NewClassifier(defaultScheduler string, rules []Rule) (*Classifier, error) {
 		}
 		cr := compiledRule{proto: r.Proto, src: r.SrcPorts, dst: r.DstPorts, schedulers: r.Scheduler}
 		cr.needPorts = !r.SrcPorts.any() || !r.DstPorts.any()
-		if cr.needPorts && r.Proto != 0 && !hasPorts(r.Proto) {
+		if cr.needPorts && r.Proto != 0 && !flow.HasPorts(r.Proto) {
 			return nil, fmt.Errorf("class rule %s: protocol %d has no ports", name, r.Proto)
 		}
 		for _, d := range r.DSCP {
@@ -87,116 +88,28 @@ func NewClassifier(defaultScheduler string, rules []Rule) (*Classifier, error) {
 // Classes returns the scheduler name of every class, indexed by class.
 func (c *Classifier) Classes() []string { return c.names }
 
-func hasPorts(proto uint8) bool {
-	switch proto {
-	case 6, 17, 33, 132, 136: // TCP, UDP, DCCP, SCTP, UDP-Lite
-		return true
-	}
-	return false
-}
-
 // Classify returns the class of the inner IP packet pkt. Malformed or
 // unknown packets fall into class 0.
 func (c *Classifier) Classify(pkt []byte) int {
 	if len(c.rules) == 0 {
 		return 0
 	}
-	h, ok := parseInner(pkt)
+	h, ok := flow.Parse(pkt)
 	if !ok {
 		return 0
 	}
 	for i := range c.rules {
 		r := &c.rules[i]
-		if r.proto != 0 && r.proto != h.proto {
+		if r.proto != 0 && r.proto != h.Proto {
 			continue
 		}
-		if r.dscpMask != 0 && r.dscpMask&(1<<h.dscp) == 0 {
+		if r.dscpMask != 0 && r.dscpMask&(1<<h.DSCP) == 0 {
 			continue
 		}
-		if r.needPorts && (!h.ports || !r.src.match(h.sport) || !r.dst.match(h.dport)) {
+		if r.needPorts && (!h.Ports || !r.src.match(h.SrcPort) || !r.dst.match(h.DstPort)) {
 			continue
 		}
 		return i + 1
 	}
 	return 0
-}
-
-type innerHeader struct {
-	proto        uint8
-	dscp         uint8
-	ports        bool
-	sport, dport uint16
-}
-
-// maxExtHeaders bounds the IPv6 extension header walk.
-const maxExtHeaders = 8
-
-func parseInner(b []byte) (h innerHeader, ok bool) {
-	if len(b) < 1 {
-		return h, false
-	}
-	var l4 []byte
-	switch b[0] >> 4 {
-	case 4:
-		if len(b) < 20 {
-			return h, false
-		}
-		ihl := int(b[0]&0x0f) * 4
-		if ihl < 20 || len(b) < ihl {
-			return h, false
-		}
-		h.dscp = b[1] >> 2
-		h.proto = b[9]
-		if binary.BigEndian.Uint16(b[6:8])&0x1fff != 0 { // not the first fragment
-			return h, true
-		}
-		l4 = b[ihl:]
-	case 6:
-		if len(b) < 40 {
-			return h, false
-		}
-		h.dscp = uint8(binary.BigEndian.Uint16(b[0:2])>>6) & 0x3f
-		next, off := b[6], 40
-		for i := 0; i < maxExtHeaders; i++ {
-			switch next {
-			case 0, 43, 60: // hop-by-hop, routing, destination options
-				if len(b) < off+2 {
-					return h, false
-				}
-				next, off = b[off], off+8*(int(b[off+1])+1)
-				continue
-			case 51: // AH: length in 4-octet units minus 2
-				if len(b) < off+2 {
-					return h, false
-				}
-				next, off = b[off], off+4*(int(b[off+1])+2)
-				continue
-			case 44: // fragment
-				if len(b) < off+8 {
-					return h, false
-				}
-				fragOff := binary.BigEndian.Uint16(b[off+2:off+4]) >> 3
-				next, off = b[off], off+8
-				if fragOff != 0 {
-					h.proto = next
-					return h, true
-				}
-				continue
-			}
-			break
-		}
-		h.proto = next
-		if off > len(b) {
-			return h, true
-		}
-		l4 = b[off:]
-	default:
-		return h, false
-	}
-	if hasPorts(h.proto) && len(l4) >= 4 {
-		h.ports = true
-		h.sport = binary.BigEndian.Uint16(l4[0:2])
-		h.dport = binary.BigEndian.Uint16(l4[2:4])
-	}
-	return h, true
 }

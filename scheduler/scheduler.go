@@ -30,6 +30,11 @@ type Path struct {
 	// Queued is the number of bytes already queued on this path and not
 	// yet sent.
 	Queued int
+	// OWD is the path's one-way delay without queueing (half its minimum
+	// RTT), the base of the delay comparisons between paths.
+	OWD time.Duration
+	// Loss is the fraction of the path's packets recently lost (0..1).
+	Loss float64
 }
 
 // Packet describes the inner packet being scheduled.
@@ -55,6 +60,42 @@ type Scheduler interface {
 	Pick(now mono.Time, paths []Path, p Packet, dst []int) []int
 	// Stats returns per-path choice counters, keyed by path id.
 	Stats() Stats
+}
+
+// FlowPicker is implemented by schedulers that place whole flows rather
+// than single packets (`flow`). The engine keeps a queue per flow bucket
+// and offers each bucket's oldest packet in service order; PickFlow
+// returns the path for it, or false to leave the flow waiting (another
+// flow may go meanwhile). extra is the queueing the flow may build on
+// purpose before the send queue's AQM acts: a flow waits for its fast
+// path until that wait exceeds what a slower path would add.
+type FlowPicker interface {
+	PickFlow(now mono.Time, paths []Path, f FlowPacket) FlowDecision
+}
+
+// Shrinker is implemented by schedulers with per-flow state. The engine
+// calls Shrink when its connection has carried no data for a while (every
+// flow would start afresh anyway); the state grows back on demand.
+type Shrinker interface {
+	Shrink()
+}
+
+// FlowDecision is PickFlow's answer.
+type FlowDecision struct {
+	OK   bool
+	Path int // path id, when OK
+	// Extra is the queueing the flow may build on purpose (see FlowPicker).
+	Extra time.Duration
+	// RetryIn, when not OK and > 0, is when the flow's wait will have grown
+	// enough for a ready slower path to take it.
+	RetryIn time.Duration
+}
+
+// FlowPacket describes a flow's oldest queued packet for PickFlow.
+type FlowPacket struct {
+	Flow    int           // the flow's bucket (a small index, stable while the flow lives)
+	Size    int           // bytes
+	Sojourn time.Duration // how long it has waited
 }
 
 // Stats counts decisions.

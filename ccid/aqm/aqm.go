@@ -68,8 +68,8 @@ type Queue struct {
 	stats Stats
 }
 
-// New returns an empty queue.
-func New(cfg Config) *Queue {
+// withDefaults fills zero fields.
+func (cfg Config) withDefaults() Config {
 	if cfg.Target <= 0 {
 		cfg.Target = codel.DefaultTarget
 	}
@@ -82,6 +82,12 @@ func New(cfg Config) *Queue {
 	if cfg.MTU <= 0 {
 		cfg.MTU = codel.DefaultMTU
 	}
+	return cfg
+}
+
+// New returns an empty queue.
+func New(cfg Config) *Queue {
+	cfg = cfg.withDefaults()
 	return &Queue{cfg: cfg, fifo: ring.New[entry](cfg.Limit),
 		params: codel.Params{Target: cfg.Target, Interval: cfg.Interval, MTU: cfg.MTU}}
 }

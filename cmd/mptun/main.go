@@ -165,9 +165,11 @@ func printStatus(w io.Writer, st control.Status) {
 			c.State, c.LocalCI, c.PeerCI, c.Scheduler, c.Reorderer, c.ReorderHoldMs, c.Repair, st.Mode, c.Queued)
 		fmt.Fprintf(w, "  sent %d pkts %s  delivered %d pkts %s  queue drops %d\n",
 			c.SentPackets, bytesStr(c.SentBytes), c.DeliveredPackets, bytesStr(c.DeliveredBytes), c.QueueDrops)
-		fmt.Fprintf(w, "  reorder: in order %d  held %d  out of order %d  gaps skipped %d  late %d  dup %d  class (at once) %d\n",
-			c.Reorder.InOrder, c.Reorder.Held, c.Reorder.OutOfOrder, c.Reorder.GapsSkipped,
+		fmt.Fprintf(w, "  reorder: in order %d  held %d  path order %d  out of order %d  gaps skipped %d  late %d  dup %d  class (at once) %d\n",
+			c.Reorder.InOrder, c.Reorder.Held, c.Reorder.PathOrdered, c.Reorder.OutOfOrder, c.Reorder.GapsSkipped,
 			c.Reorder.GapsLateArrive, c.Reorder.Duplicates, c.Reorder.Urgent)
+		fmt.Fprintf(w, "  repair: path losses %d  NACKs %d (sent %d, received %d)  repaired here %d  given up %d  resent by us %d\n",
+			c.Reorder.Holes, c.Reorder.NACKs, c.NACKsSent, c.NACKsReceived, c.Reorder.Repaired, c.Reorder.RepairGivenUp, c.Repaired)
 		fmt.Fprintf(w, "  %-3s %-8s %-9s %-4s %-6s %-10s %8s %8s %6s %9s %9s %7s %s\n",
 			"id", "name", "state", "prio", "ccid", "phase", "rtt ms", "min ms", "cwnd", "rate Mb/s", "pace Mb/s", "loss %", "remote")
 		for _, p := range c.Paths {

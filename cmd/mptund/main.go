@@ -49,6 +49,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stdout, "mptund", version)
 		return 0
 	}
+	daemon.Version = version
 	cfg, err := config.LoadWith(*cfgPath, daemon.Names())
 	if err != nil {
 		fmt.Fprintln(stderr, err)

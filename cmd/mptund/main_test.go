@@ -23,7 +23,7 @@ func TestCheckExitCodes(t *testing.T) {
 	}{
 		{"unknown key", strings.Replace(base, "[tunnel]\n", "[tunnel]\ncolour = 1\n", 1), "bad.toml:10: tunnel.colour: unknown key"},
 		{"bad ccid", strings.Replace(base, `ccid = "bbr"`, `ccid = "reno"`, 1), `connection.ccid: unknown`},
-		{"bad scheduler", strings.Replace(base, `scheduler = "rr"`, `scheduler = "fastest"`, 1), `connection.scheduler: unknown`},
+		{"bad scheduler", strings.Replace(base, `scheduler = "flow"`, `scheduler = "fastest"`, 1), `connection.scheduler: unknown`},
 		{"bad remote", strings.Replace(base, `remote = "198.51.100.1:6511"`, `remote = "nowhere"`, 1), `path.dsl.remote: invalid address`},
 		{"wrong type", strings.Replace(base, `send_queue = 1024`, `send_queue = "big"`, 1), `connection.send_queue: wrong type`},
 	}

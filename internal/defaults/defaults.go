@@ -13,13 +13,17 @@ const (
 	// CCID is the congestion controller of each path: BBR keeps the
 	// paths' queues short, so few packets need repair.
 	CCID = "bbr"
-	// Scheduler spreads packets over the paths.
-	Scheduler = "rr"
-	// Reorderer: equalize also waits out the paths' base delay
-	// difference, so inner flows see one consistent RTT.
-	Reorderer = "equalize"
-	// ReorderMaxHold caps how long a packet waits for a gap.
-	ReorderMaxHold = 100 * time.Millisecond
+	// Scheduler: "flow" keeps each flow on its lowest-delay path and
+	// spreads it over slower paths only when they deliver sooner than
+	// waiting would (scheduler/flow.go).
+	Scheduler = "flow"
+	// Reorderer: "adaptive" holds a gap for about the paths' delay
+	// difference and a repair's round trip; flows kept on one path are
+	// delivered without waiting for other paths.
+	Reorderer = "adaptive"
+	// ReorderMaxHold caps how long a packet waits for a gap; 0 ("auto")
+	// derives it from the paths' delays and the repair round trip.
+	ReorderMaxHold = 0
 	// ReorderBuffer is the most inner packets the reorderer holds.
 	ReorderBuffer = 4096
 	// Retransmit turns loss repair on: a packet a path reports lost is

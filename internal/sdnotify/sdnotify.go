@@ -60,7 +60,7 @@ func Status(s string) string { return "STATUS=" + s }
 func ReloadingNow() string {
 	var ts unix.Timespec
 	_ = unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts)
-	usec := ts.Sec*1e6 + ts.Nsec/1e3
+	usec := int64(ts.Sec)*1e6 + int64(ts.Nsec)/1e3 // Sec and Nsec are int32 on 32-bit targets
 	return Reloading + "\nMONOTONIC_USEC=" + strconv.FormatInt(usec, 10)
 }
 

@@ -169,22 +169,7 @@ func runPeer(ctx context.Context, sc *Scenario, peer, outDir string, out io.Writ
 			f.Close()
 		}
 	}()
-	topt := topo.Options{Seed: sc.Seed}
-	if sc.PacketLog {
-		topt.Log = func(i int, d emu.Dir) io.Writer {
-			name := "up"
-			if d == emu.BA {
-				name = "down"
-			}
-			f, err := os.Create(filepath.Join(run.Dir, fmt.Sprintf("emu-%s-%s.log", sc.Paths[i].Name, name)))
-			if err != nil {
-				return nil
-			}
-			logs = append(logs, f)
-			return f
-		}
-	}
-	tb, err := topo.Build(ctx, sc.PathSpecs(), topt)
+	tb, err := topo.Build(ctx, sc.PathSpecs(), testbedOptions(sc, run.Dir, &logs))
 	if err != nil {
 		return fail(err)
 	}
@@ -200,100 +185,161 @@ func runPeer(ctx context.Context, sc *Scenario, peer, outDir string, out io.Writ
 		return fail(fmt.Errorf("setup: %w", err))
 	}
 	run.Note = ep.Note
-	env := traffic.Env{Cli: tb.Cli, Srv: tb.Srv, ServerAddr: ep.ServerAddr, ClientBind: ep.ClientBind, MPTCP: ep.MPTCP, Start: mono.Now()}
-	run.Start = env.Start
+	lr := newLiveRun(sc, tb, run, peer, out,
+		traffic.Env{Cli: tb.Cli, Srv: tb.Srv, ServerAddr: ep.ServerAddr, ClientBind: ep.ClientBind, MPTCP: ep.MPTCP, Start: mono.Now()})
+	run.Start = lr.env.Start
+	lr.pr = pr
 
-	bulkDir := emu.BA
-	if b := sc.Traffic.Bulk; b != nil {
-		bulkDir = dirOfTraffic(b.Direction)
-	}
 	rctx, cancel := context.WithTimeout(ctx, sc.Duration.D())
 	defer cancel()
-
-	var (
-		wg      sync.WaitGroup
-		mu      sync.Mutex
-		carrier = make([]bool, len(tb.Paths))
-		capBits = make([]float64, len(tb.Paths))
-	)
-	for i := range carrier {
-		carrier[i] = true
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() { defer wg.Done(); lr.events(rctx) }()
+	go func() { defer wg.Done(); lr.accountCapacity(rctx) }()
+	lr.startTraffic(rctx, &wg, ep)
+	wg.Wait()
+	if pm, ok := pr.(PeerMetrics); ok {
+		m, err := pm.Metrics(ctx)
+		if err != nil {
+			m = map[string]string{"error": err.Error()}
+		}
+		run.PeerMetrics = m
 	}
-	// Timed events.
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		evs := append([]EventConf(nil), sc.Events...)
-		sort.SliceStable(evs, func(i, j int) bool { return evs[i].At < evs[j].At })
-		for _, e := range evs {
-			select {
-			case <-rctx.Done():
-				return
-			case <-time.After(env.Start.Add(e.At.D()).Sub(mono.Now())):
+	lr.summarise()
+	if ctx.Err() != nil && run.Error == "" {
+		run.Error = "interrupted"
+	}
+	return run
+}
+
+// testbedOptions are the emulator's options for sc; with packet logs on,
+// the log files it opens are appended to logs for the caller to close.
+func testbedOptions(sc *Scenario, dir string, logs *[]*os.File) topo.Options {
+	topt := topo.Options{Seed: sc.Seed}
+	if sc.PacketLog {
+		topt.Log = func(i int, d emu.Dir) io.Writer {
+			name := "up"
+			if d == emu.BA {
+				name = "down"
 			}
-			err := applyEvent(rctx, tb, sc, pr, e, func(i int, up bool) { mu.Lock(); carrier[i] = up; mu.Unlock() })
-			ev := report.Event{AtS: mono.Now().Sub(env.Start).Seconds(), Path: e.Path, Action: e.Action}
+			f, err := os.Create(filepath.Join(dir, fmt.Sprintf("emu-%s-%s.log", sc.Paths[i].Name, name)))
 			if err != nil {
-				ev.Error = err.Error()
+				return nil
 			}
-			fmt.Fprintf(out, "lab: [%s] t=%.1fs %s %s %s\n", peer, ev.AtS, e.Path, e.Action, ev.Error)
-			mu.Lock()
-			run.Events = append(run.Events, ev)
-			mu.Unlock()
+			*logs = append(*logs, f)
+			return f
 		}
-	}()
-	// Capacity accounting and progress.
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		const tick = 50 * time.Millisecond
-		t := time.NewTicker(tick)
-		defer t.Stop()
-		last := mono.Now()
-		lastBytes := make([]uint64, len(tb.Paths))
-		nextPrint := env.Start.Add(5 * time.Second)
-		for {
-			select {
-			case <-rctx.Done():
-				return
-			case <-t.C:
-			}
-			now := mono.Now()
-			dt := now.Sub(last).Seconds()
-			last = now
-			mu.Lock()
-			for i, p := range tb.Paths {
-				capBits[i] += capacity(p.Link.Config(bulkDir), carrier[i]) * dt
-			}
-			mu.Unlock()
-			if now >= nextPrint {
-				var b strings.Builder
-				for i, p := range tb.Paths {
-					s := p.Link.Stats(bulkDir).SerializedBytes
-					fmt.Fprintf(&b, " %s %.1f", p.Spec.Name, float64(s-lastBytes[i])*8/5/1e6)
-					lastBytes[i] = s
-				}
-				fmt.Fprintf(out, "lab: [%s] %3.0f/%.0f s  Mbit/s:%s\n", peer, now.Sub(env.Start).Seconds(), sc.Duration.D().Seconds(), b.String())
-				nextPrint = nextPrint.Add(5 * time.Second)
-			}
+	}
+	return topt
+}
+
+// liveRun is one peer's run while it goes: the timed events, the capacity
+// accounting and the traffic share it.
+type liveRun struct {
+	sc      *Scenario
+	tb      *topo.Testbed
+	run     *report.Run
+	peer    string
+	out     io.Writer
+	env     traffic.Env
+	bulkDir emu.Dir
+	pr      PeerRunner // for the events that act on the tunnel peer
+
+	mu      sync.Mutex // guards carrier, capBits and run.Events
+	carrier []bool     // per path: up (not blackholed or down)
+	capBits []float64  // per path: capacity offered so far, in bits
+
+	bulk    *traffic.BulkResult
+	bulkErr error
+}
+
+func newLiveRun(sc *Scenario, tb *topo.Testbed, run *report.Run, peer string, out io.Writer, env traffic.Env) *liveRun {
+	lr := &liveRun{sc: sc, tb: tb, run: run, peer: peer, out: out, env: env, bulkDir: emu.BA,
+		carrier: make([]bool, len(tb.Paths)), capBits: make([]float64, len(tb.Paths))}
+	if b := sc.Traffic.Bulk; b != nil {
+		lr.bulkDir = dirOfTraffic(b.Direction)
+	}
+	for i := range lr.carrier {
+		lr.carrier[i] = true
+	}
+	return lr
+}
+
+// events applies the scenario's timed events until ctx is done.
+func (lr *liveRun) events(ctx context.Context) {
+	evs := append([]EventConf(nil), lr.sc.Events...)
+	sort.SliceStable(evs, func(i, j int) bool { return evs[i].At < evs[j].At })
+	for _, e := range evs {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(lr.env.Start.Add(e.At.D()).Sub(mono.Now())):
 		}
-	}()
-	// Traffic.
-	var bulk *traffic.BulkResult
-	var bulkErr error
+		err := applyEvent(ctx, lr.tb, lr.sc, lr.pr, e, func(i int, up bool) { lr.mu.Lock(); lr.carrier[i] = up; lr.mu.Unlock() })
+		ev := report.Event{AtS: mono.Now().Sub(lr.env.Start).Seconds(), Path: e.Path, Action: e.Action}
+		if err != nil {
+			ev.Error = err.Error()
+		}
+		fmt.Fprintf(lr.out, "lab: [%s] t=%.1fs %s %s %s\n", lr.peer, ev.AtS, e.Path, e.Action, ev.Error)
+		lr.mu.Lock()
+		lr.run.Events = append(lr.run.Events, ev)
+		lr.mu.Unlock()
+	}
+}
+
+// accountCapacity adds up each path's capacity in the bulk direction and
+// prints progress every 5 s until ctx is done.
+func (lr *liveRun) accountCapacity(ctx context.Context) {
+	const tick = 50 * time.Millisecond
+	t := time.NewTicker(tick)
+	defer t.Stop()
+	last := mono.Now()
+	lastBytes := make([]uint64, len(lr.tb.Paths))
+	nextPrint := lr.env.Start.Add(5 * time.Second)
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		now := mono.Now()
+		dt := now.Sub(last).Seconds()
+		last = now
+		lr.mu.Lock()
+		for i, p := range lr.tb.Paths {
+			lr.capBits[i] += capacity(p.Link.Config(lr.bulkDir), lr.carrier[i]) * dt
+		}
+		lr.mu.Unlock()
+		if now >= nextPrint {
+			var b strings.Builder
+			for i, p := range lr.tb.Paths {
+				s := p.Link.Stats(lr.bulkDir).SerializedBytes
+				fmt.Fprintf(&b, " %s %.1f", p.Spec.Name, float64(s-lastBytes[i])*8/5/1e6)
+				lastBytes[i] = s
+			}
+			fmt.Fprintf(lr.out, "lab: [%s] %3.0f/%.0f s  Mbit/s:%s\n", lr.peer, now.Sub(lr.env.Start).Seconds(), lr.sc.Duration.D().Seconds(), b.String())
+			nextPrint = nextPrint.Add(5 * time.Second)
+		}
+	}
+}
+
+// startTraffic starts the scenario's traffic generators, each in a
+// goroutine counted in wg; they record their results in the run.
+func (lr *liveRun) startTraffic(ctx context.Context, wg *sync.WaitGroup, ep Endpoint) {
+	sc, env, run := lr.sc, lr.env, lr.run
 	if b := sc.Traffic.Bulk; b != nil {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			r, err := traffic.RunBulk(rctx, env, traffic.BulkConfig{CC: defaultCC(b.CC), Down: b.Direction != "up", Streams: b.Streams})
-			bulk, bulkErr = &r, err
+			r, err := traffic.RunBulk(ctx, env, traffic.BulkConfig{CC: defaultCC(b.CC), Down: b.Direction != "up", Streams: b.Streams})
+			lr.bulk, lr.bulkErr = &r, err
 		}()
 	}
 	if p := sc.Traffic.Probe; p != nil {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			r, err := traffic.RunProbe(rctx, env, traffic.ProbeConfig{PPS: p.PPS, Size: p.Size, Down: p.Direction != "up", Stream: ep.StreamProbe})
+			r, err := traffic.RunProbe(ctx, env, traffic.ProbeConfig{PPS: p.PPS, Size: p.Size, Down: p.Direction != "up", Stream: ep.StreamProbe})
 			if err != nil && r.Err == "" {
 				r.Err = err.Error()
 			}
@@ -304,7 +350,7 @@ func runPeer(ctx context.Context, sc *Scenario, peer, outDir string, out io.Writ
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			r, _ := traffic.RunProbe(rctx, env, traffic.ProbeConfig{PPS: 50, Size: 160, Port: 5310, Down: v.Direction != "up", Stream: ep.StreamProbe})
+			r, _ := traffic.RunProbe(ctx, env, traffic.ProbeConfig{PPS: 50, Size: 160, Port: 5310, Down: v.Direction != "up", Stream: ep.StreamProbe})
 			run.VoIP = &r
 		}()
 	}
@@ -312,53 +358,32 @@ func runPeer(ctx context.Context, sc *Scenario, peer, outDir string, out io.Writ
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			r, _ := traffic.RunWeb(rctx, env, traffic.WebConfig{Rate: w.Rate, CC: defaultCC(w.CC), Seed: sc.Seed})
+			r, _ := traffic.RunWeb(ctx, env, traffic.WebConfig{Rate: w.Rate, CC: defaultCC(w.CC), Seed: sc.Seed})
 			run.Web = &r
 		}()
 	}
-	wg.Wait()
-	if pm, ok := pr.(PeerMetrics); ok {
-		m, err := pm.Metrics(ctx)
-		if err != nil {
-			m = map[string]string{"error": err.Error()}
-		}
-		run.PeerMetrics = m
-	}
+}
+
+// summarise fills the run's results once the traffic has ended: bulk
+// goodput, each path's capacity and use, the checks and the CSV files.
+func (lr *liveRun) summarise() {
+	sc, run, env := lr.sc, lr.run, lr.env
 	elapsed := mono.Now().Sub(env.Start)
 	if elapsed > sc.Duration.D() {
 		elapsed = sc.Duration.D() // the probe's grace period is not capacity time
 	}
-
-	if bulk != nil {
+	if bulk := lr.bulk; bulk != nil {
 		b := sc.Traffic.Bulk
 		run.Bulk = &report.BulkSummary{CC: defaultCC(b.CC), Direction: dirName(b.Direction), Bytes: bulk.Bytes, GoodputMbps: bulk.GoodputMbps, Retrans: bulk.Retrans, DSACKs: bulk.DSACKs, RTOs: bulk.Timeouts}
-		if bulkErr != nil {
-			run.Bulk.Error = bulkErr.Error()
-			run.Error = "bulk: " + bulkErr.Error()
+		if lr.bulkErr != nil {
+			run.Bulk.Error = lr.bulkErr.Error()
+			run.Error = "bulk: " + lr.bulkErr.Error()
 		}
 		run.GoodputMbps = bulk.GoodputMbps
 		run.GoodputBins = padBins(bulk.Bins.Mbps(), elapsed)
 	}
-	for i, p := range tb.Paths {
-		st := p.Link.Stats(bulkDir)
-		pr := report.PathRun{
-			Name:             p.Spec.Name,
-			CapacityMbps:     capBits[i] / elapsed.Seconds() / 1e6,
-			SerializedMbps:   float64(st.SerializedBytes) * 8 / elapsed.Seconds() / 1e6,
-			DroppedQueue:     st.DroppedQueue,
-			DroppedLoss:      st.DroppedLoss,
-			DroppedBlackhole: st.DroppedBlackhole,
-			MaxQueueBytes:    st.MaxQueueBytes,
-			MaxSojournMs:     float64(st.MaxSojourn) / 1e6,
-			QueuedArrivals:   st.NonEmptyQueue,
-			SocketDrops:      st.SocketDrops,
-			SendErrors:       st.SendErrors,
-			TimerP99us:       float64(p.Link.TimerLateness(bulkDir).Quantile(0.99)) / 1e3,
-			Bins:             padBins(binsSince(p.Link.Bins(bulkDir), env.Start), elapsed),
-		}
-		if pr.CapacityMbps > 0 {
-			pr.Utilisation = pr.SerializedMbps / pr.CapacityMbps
-		}
+	for i, p := range lr.tb.Paths {
+		pr := lr.pathRun(i, p, elapsed)
 		run.CapacitySumMbps += pr.CapacityMbps
 		run.Paths = append(run.Paths, pr)
 	}
@@ -371,10 +396,30 @@ func runPeer(ctx context.Context, sc *Scenario, peer, outDir string, out io.Writ
 	if run.VoIP != nil {
 		_ = report.WriteProbeCSV(filepath.Join(run.Dir, "voip.csv"), env.Start, run.VoIP.Packets)
 	}
-	if ctx.Err() != nil && run.Error == "" {
-		run.Error = "interrupted"
+}
+
+// pathRun is path i's part of the report over elapsed.
+func (lr *liveRun) pathRun(i int, p *topo.Path, elapsed time.Duration) report.PathRun {
+	st := p.Link.Stats(lr.bulkDir)
+	pr := report.PathRun{
+		Name:             p.Spec.Name,
+		CapacityMbps:     lr.capBits[i] / elapsed.Seconds() / 1e6,
+		SerializedMbps:   float64(st.SerializedBytes) * 8 / elapsed.Seconds() / 1e6,
+		DroppedQueue:     st.DroppedQueue,
+		DroppedLoss:      st.DroppedLoss,
+		DroppedBlackhole: st.DroppedBlackhole,
+		MaxQueueBytes:    st.MaxQueueBytes,
+		MaxSojournMs:     float64(st.MaxSojourn) / 1e6,
+		QueuedArrivals:   st.NonEmptyQueue,
+		SocketDrops:      st.SocketDrops,
+		SendErrors:       st.SendErrors,
+		TimerP99us:       float64(p.Link.TimerLateness(lr.bulkDir).Quantile(0.99)) / 1e3,
+		Bins:             padBins(binsSince(p.Link.Bins(lr.bulkDir), lr.env.Start), elapsed),
 	}
-	return run
+	if pr.CapacityMbps > 0 {
+		pr.Utilisation = pr.SerializedMbps / pr.CapacityMbps
+	}
+	return pr
 }
 
 func dirName(d string) string {

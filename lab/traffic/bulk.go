@@ -52,7 +52,7 @@ func RunBulk(ctx context.Context, env Env, cfg BulkConfig) (BulkResult, error) {
 	if cfg.Port == 0 {
 		cfg.Port = 5201
 	}
-	res := BulkResult{Bins: Bins{Start: env.Start}}
+	b := &bulkRun{cfg: cfg, res: BulkResult{Bins: Bins{Start: env.Start}}}
 	senderNS := env.Cli
 	if cfg.Down {
 		senderNS = env.Srv
@@ -60,112 +60,20 @@ func RunBulk(ctx context.Context, env Env, cfg BulkConfig) (BulkResult, error) {
 	dsack0, rto0 := tcpExt(senderNS, "TCPDSACKRecv"), tcpExt(senderNS, "TCPTimeouts")
 	ln, err := env.listenTCP(ctx, cfg.Port, cfg.CC)
 	if err != nil {
-		return res, err
+		return b.res, err
 	}
 	defer ln.Close()
 
-	var (
-		mu      sync.Mutex
-		wg      sync.WaitGroup
-		conns   []net.Conn
-		senders []net.Conn
-		closed  bool // the run ended; under mu
-		first   mono.Time
-	)
-	record := func(n int) {
-		now := mono.Now()
-		mu.Lock()
-		if first == 0 {
-			first = now
-		}
-		res.Bytes += uint64(n)
-		res.Bins.add(now, n)
-		mu.Unlock()
-	}
-	sink := func(c net.Conn) {
-		defer wg.Done()
-		buf := make([]byte, 64<<10)
-		for {
-			n, err := c.Read(buf)
-			if n > 0 {
-				record(n)
-			}
-			if err != nil {
-				return
-			}
-		}
-	}
-	source := func(c net.Conn) {
-		defer wg.Done()
-		buf := make([]byte, 64<<10)
-		for {
-			if _, err := c.Write(buf); err != nil {
-				return
-			}
-		}
-	}
-	wg.Add(1)
-	go func() { // accept side
-		defer wg.Done()
-		for i := 0; i < cfg.Streams; i++ {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			mu.Lock()
-			if closed {
-				// Accepted after the run ended: nobody would close it.
-				mu.Unlock()
-				c.Close()
-				return
-			}
-			conns = append(conns, c)
-			if cfg.Down {
-				senders = append(senders, c)
-			}
-			mu.Unlock()
-			wg.Add(1)
-			if cfg.Down {
-				go source(c)
-			} else {
-				go sink(c)
-			}
-		}
-	}()
+	b.wg.Add(1)
+	go b.accept(ln)
 	start := mono.Now()
-	var dialErr error
-	for i := 0; i < cfg.Streams; i++ {
-		c, err := env.dialTCP(ctx, cfg.Port, cfg.CC)
-		if err != nil {
-			dialErr = err
-			break
-		}
-		mu.Lock()
-		conns = append(conns, c)
-		if !cfg.Down {
-			senders = append(senders, c)
-		}
-		mu.Unlock()
-		wg.Add(1)
-		if cfg.Down {
-			go sink(c)
-		} else {
-			go source(c)
-		}
-	}
+	dialErr := b.dial(ctx, env)
 	<-ctx.Done()
 	end := mono.Now()
-	mu.Lock()
-	for _, c := range senders {
-		res.Retrans += retrans(c)
-	}
-	for _, c := range conns {
-		c.Close()
-	}
-	closed = true
-	mu.Unlock()
+	b.stop()
 	ln.Close()
-	wg.Wait()
+	b.wg.Wait()
+	res := b.res
 	res.Duration = end.Sub(start)
 	if res.Duration > 0 {
 		res.GoodputMbps = float64(res.Bytes) * 8 / res.Duration.Seconds() / 1e6
@@ -176,6 +84,111 @@ func RunBulk(ctx context.Context, env Env, cfg BulkConfig) (BulkResult, error) {
 	res.DSACKs = tcpExt(senderNS, "TCPDSACKRecv") - dsack0
 	res.Timeouts = tcpExt(senderNS, "TCPTimeouts") - rto0
 	return res, dialErr
+}
+
+// bulkRun is one bulk transfer's connections and what they received.
+type bulkRun struct {
+	cfg BulkConfig
+	wg  sync.WaitGroup
+
+	mu      sync.Mutex // guards the fields below
+	res     BulkResult
+	conns   []net.Conn
+	senders []net.Conn
+	closed  bool // the run ended
+}
+
+func (b *bulkRun) record(n int) {
+	now := mono.Now()
+	b.mu.Lock()
+	b.res.Bytes += uint64(n)
+	b.res.Bins.add(now, n)
+	b.mu.Unlock()
+}
+
+// sink reads c until it closes.
+func (b *bulkRun) sink(c net.Conn) {
+	defer b.wg.Done()
+	buf := make([]byte, 64<<10)
+	for {
+		n, err := c.Read(buf)
+		if n > 0 {
+			b.record(n)
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// source writes to c until it closes.
+func (b *bulkRun) source(c net.Conn) {
+	defer b.wg.Done()
+	buf := make([]byte, 64<<10)
+	for {
+		if _, err := c.Write(buf); err != nil {
+			return
+		}
+	}
+}
+
+// add keeps c and starts its reader or writer; sending tells which.
+func (b *bulkRun) add(c net.Conn, sending bool) bool {
+	b.mu.Lock()
+	if b.closed {
+		// Opened after the run ended: nobody would close it.
+		b.mu.Unlock()
+		c.Close()
+		return false
+	}
+	b.conns = append(b.conns, c)
+	if sending {
+		b.senders = append(b.senders, c)
+	}
+	b.mu.Unlock()
+	b.wg.Add(1)
+	if sending {
+		go b.source(c)
+	} else {
+		go b.sink(c)
+	}
+	return true
+}
+
+// accept takes the streams on the server side.
+func (b *bulkRun) accept(ln net.Listener) {
+	defer b.wg.Done()
+	for i := 0; i < b.cfg.Streams; i++ {
+		c, err := ln.Accept()
+		if err != nil || !b.add(c, b.cfg.Down) {
+			return
+		}
+	}
+}
+
+// dial opens the streams from the client side.
+func (b *bulkRun) dial(ctx context.Context, env Env) error {
+	for i := 0; i < b.cfg.Streams; i++ {
+		c, err := env.dialTCP(ctx, b.cfg.Port, b.cfg.CC)
+		if err != nil {
+			return err
+		}
+		b.add(c, !b.cfg.Down)
+	}
+	return nil
+}
+
+// stop reads the senders' retransmissions and closes every stream.
+func (b *bulkRun) stop() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, c := range b.senders {
+		b.res.Retrans += retrans(c)
+	}
+	for _, c := range b.conns {
+		c.Close()
+	}
+	b.closed = true
 }
 
 // tcpExt reads one TcpExt counter (as nstat shows it) of a namespace.

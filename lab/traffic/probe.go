@@ -220,7 +220,7 @@ func runUDPProbe(ctx context.Context, env Env, cfg ProbeConfig, log *probeLog) e
 		var peer netip.AddrPort
 		// The server learns the client's address from hellos; a hello
 		// may be lost on a lossy path.
-		for peer.IsValid() == false {
+		for !peer.IsValid() {
 			cli.Write([]byte{0})
 			select {
 			case peer = <-learned:

@@ -1,0 +1,219 @@
+// SPDX-License-Identifier: MIT
+
+package mpdccp
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/mptun/mptun/ccid"
+	"github.com/mptun/mptun/ccid/aqm"
+	"github.com/mptun/mptun/internal/mono"
+	"github.com/mptun/mptun/internal/netsim"
+	"github.com/mptun/mptun/reorder"
+)
+
+// simCell is one pair of paths of the scenario matrix, in simulation:
+// rates (bit/s), one-way delays and random loss (both directions).
+type simCell struct {
+	name   string
+	rate   [2]float64
+	delay  [2]time.Duration
+	loss   [2]float64
+	jitter [2]time.Duration
+}
+
+func (c simCell) links(n int) []netsim.LinkConfig {
+	var ls []netsim.LinkConfig
+	for i := 0; i < n; i++ {
+		q := max(2*c.delay[i], 20*time.Millisecond)
+		ls = append(ls, netsim.LinkConfig{Rate: c.rate[i], Delay: c.delay[i], Loss: c.loss[i],
+			Jitter: c.jitter[i], Queue: int(c.rate[i] / 8 * q.Seconds())})
+	}
+	return ls
+}
+
+type cellResult struct {
+	goodput             float64
+	retrans, rtos, spur int
+	rttP50              time.Duration
+}
+
+// runInnerBulk runs one inner CUBIC flow from client to server for dur
+// over the cell's first n paths, with the engine's defaults (bbr outer,
+// flow scheduler, adaptive reorderer, repair, AQM) unless cfg says
+// otherwise, and measures goodput after a warm-up of a quarter.
+func runInnerBulk(t testing.TB, cell simCell, n int, cfg Config, dur time.Duration) cellResult {
+	return runInner(t, cell, n, cfg, dur, false)
+}
+
+// runInner is runInnerBulk with inner CUBIC or (bbr) BBR.
+func runInner(t testing.TB, cell simCell, n int, cfg Config, dur time.Duration, bbr bool) cellResult {
+	if cfg.CCID == "" {
+		cfg.CCID = "bbr"
+	}
+	cfg.Retransmit = true
+	if cfg.AQM == nil {
+		cfg.AQM = defaultAQM()
+	}
+	h := newHarness(t, harnessConfig{seed: simSeed, links: cell.links(n), cli: cfg, srv: cfg})
+	var flows []*innerTCP
+	h.onDeliver = func(side int, c *Conn, b []byte) { routeInner(flows, side, b) }
+	c := h.dial(n)
+	if !h.runUntil(10*time.Second, func() bool { return h.openPaths(c) == n && h.openPaths(h.serverConn()) == n }) {
+		t.Fatalf("%s: not open\n%s", cell.name, h.dumpEvents())
+	}
+	f := newInnerTCP(h, sideClient, 5201, 1400)
+	if bbr {
+		f.bbr = newInnerBBR(1400)
+	}
+	flows = append(flows, f)
+	start := h.sim.Now()
+	f.start(start.Add(dur))
+	h.run(dur)
+	from := start.Add(dur / 4)
+	var r cellResult
+	r.goodput = f.goodput(from, start.Add(dur))
+	r.retrans, r.rtos, r.spur = f.retrans, f.rtos, f.spurious
+	rs := h.serverConn().Stats().Reorder
+	t.Logf("%s %d paths: inner out-of-order arrivals %d; receiver gaps skipped %d, repaired %d; sender repaired %d", cell.name, n, f.oooArrivals, rs.GapsSkipped, rs.Repaired, c.Stats().Repaired)
+	if len(f.rttSamples) > 0 {
+		s := append([]time.Duration(nil), f.rttSamples...)
+		r.rttP50 = quantileDur(s, 0.5)
+	}
+	return r
+}
+
+func quantileDur(s []time.Duration, q float64) time.Duration {
+	for i := 1; i < len(s); i++ {
+		for j := i; j > 0 && s[j] < s[j-1]; j-- {
+			s[j], s[j-1] = s[j-1], s[j]
+		}
+	}
+	return s[min(len(s)-1, int(q*float64(len(s))))]
+}
+
+var simCells = []simCell{
+	{name: "20+10 8/35ms", rate: [2]float64{20e6, 10e6}, delay: [2]time.Duration{8 * time.Millisecond, 35 * time.Millisecond}},
+	{name: "20+10 8/35ms 2% loss", rate: [2]float64{20e6, 10e6}, delay: [2]time.Duration{8 * time.Millisecond, 35 * time.Millisecond}, loss: [2]float64{0, 0.02}},
+	{name: "20+10 8/35ms 5% loss", rate: [2]float64{20e6, 10e6}, delay: [2]time.Duration{8 * time.Millisecond, 35 * time.Millisecond}, loss: [2]float64{0, 0.05}},
+	{name: "20+10 8/120ms", rate: [2]float64{20e6, 10e6}, delay: [2]time.Duration{8 * time.Millisecond, 120 * time.Millisecond}},
+	{name: "20+10 8/120ms 2% loss", rate: [2]float64{20e6, 10e6}, delay: [2]time.Duration{8 * time.Millisecond, 120 * time.Millisecond}, loss: [2]float64{0, 0.02}},
+	{name: "10+10 5/5ms", rate: [2]float64{10e6, 10e6}, delay: [2]time.Duration{5 * time.Millisecond, 5 * time.Millisecond}},
+	{name: "20+2 10/300ms", rate: [2]float64{20e6, 2e6}, delay: [2]time.Duration{10 * time.Millisecond, 300 * time.Millisecond}},
+	{name: "20+10 8/35ms fast 1% loss", rate: [2]float64{20e6, 10e6}, delay: [2]time.Duration{8 * time.Millisecond, 35 * time.Millisecond}, loss: [2]float64{0.01, 0}},
+}
+
+// TestSimMatrixReport prints inner CUBIC goodput through the tunnel on
+// both paths and on the fast path alone, per cell (go test -run
+// SimMatrixReport -v). It asserts nothing; TestSimDoNoHarm does.
+func TestSimMatrixReport(t *testing.T) {
+	if testing.Short() {
+		t.Skip("long simulation report; run without -short")
+	}
+	const dur = 20 * time.Second
+	fmt.Printf("%-28s %-5s %8s %8s %6s %6s %7s %5s %5s %8s\n", "cell", "inner", "1 path", "2 paths", "ratio", "/sum", "retrans", "rto", "spur", "rtt p50")
+	for _, bbr := range []bool{false, true} {
+		for _, cell := range simCells {
+			one := runInner(t, cell, 1, Config{}, dur, bbr)
+			two := runInner(t, cell, 2, Config{}, dur, bbr)
+			sum := cell.rate[0] + cell.rate[1]
+			cc := "cubic"
+			if bbr {
+				cc = "bbr"
+			}
+			fmt.Printf("%-28s %-5s %8.2f %8.2f %6.2f %6.2f %7d %5d %5d %8v\n", cell.name, cc, one.goodput/1e6, two.goodput/1e6,
+				two.goodput/one.goodput, two.goodput/sum, two.retrans, two.rtos, two.spur, two.rttP50.Round(time.Millisecond))
+		}
+	}
+	_ = mono.Never
+}
+
+func defaultAQM() *aqm.Config { return &aqm.Config{Target: 20 * time.Millisecond} }
+
+// TestSimDoNoHarm checks the robust-aggregation and latency promises in
+// simulation, with one inner CUBIC or BBR flow (innerTCP) and the defaults: on
+// every cell two paths give at least 0.95 of what the fast path alone
+// gives, and where the second path is worth it (lossless or lossy at 2 %,
+// moderate delay difference) clearly more; a ping and a short transfer
+// never take longer than over the fast path alone.
+func TestSimDoNoHarm(t *testing.T) {
+	if testing.Short() {
+		t.Skip("simulation of many seconds; run without -short")
+	}
+	const dur = 16 * time.Second
+	for i, cell := range simCells {
+		one := runInnerBulk(t, cell, 1, Config{}, dur)
+		two := runInnerBulk(t, cell, 2, Config{}, dur)
+		ratio := two.goodput / one.goodput
+		t.Logf("%-28s one path %.2f, two %.2f Mbit/s (%.2f)", cell.name, one.goodput/1e6, two.goodput/1e6, ratio)
+		if ratio < 0.95 {
+			t.Errorf("%s: two paths give %.2f of the fast path alone", cell.name, ratio)
+		}
+		if (i <= 2 || i == 5) && ratio < 1.1 {
+			t.Errorf("%s: two paths give only %.2f of one: the second path is not used", cell.name, ratio)
+		}
+	}
+	// Inner BBR: never below the fast path alone either.
+	for _, cell := range simCells {
+		one := runInner(t, cell, 1, Config{}, dur, true)
+		two := runInner(t, cell, 2, Config{}, dur, true)
+		t.Logf("%-28s BBR one path %.2f, two %.2f Mbit/s (%.2f)", cell.name, one.goodput/1e6, two.goodput/1e6, two.goodput/one.goodput)
+		if two.goodput < 0.95*one.goodput {
+			t.Errorf("%s: inner BBR gets %.2f of the fast path alone over two paths", cell.name, two.goodput/one.goodput)
+		}
+	}
+	for _, cell := range []simCell{simCells[0], simCells[3]} {
+		one := runLatency(t, cell, 1, false, 4*time.Second)
+		two := runLatency(t, cell, 2, false, 4*time.Second)
+		if p50(two.ping) > p50(one.ping)+time.Millisecond {
+			t.Errorf("%s: idle ping %v over two paths, %v over one", cell.name, p50(two.ping), p50(one.ping))
+		}
+		if p50(two.short10) > p50(one.short10)*11/10 || p50(two.short100) > p50(one.short100)*11/10 {
+			t.Errorf("%s: 10/100 KB take %v/%v over two paths, %v/%v over one", cell.name,
+				p50(two.short10), p50(two.short100), p50(one.short10), p50(one.short100))
+		}
+	}
+}
+
+// TestSimAblationReport prints what each mechanism of the default design
+// contributes, one switched off at a time, in simulation with inner CUBIC
+// (go test -run SimAblationReport -v): goodput over two paths, and a
+// ping's round trip and 100 KB transfers beside a bulk download.
+func TestSimAblationReport(t *testing.T) {
+	if testing.Short() {
+		t.Skip("long simulation report; run without -short")
+	}
+	noRandomLoss := ccid.DefaultBBRParams()
+	noRandomLoss.RandomLossMax = 0
+	variants := []struct {
+		name string
+		cfg  Config
+	}{
+		{"defaults (flow, adaptive, NACK)", Config{}},
+		{"previous defaults (rr, equalize, 100 ms)", Config{Scheduler: "rr", Reorderer: "equalize", Reorder: reorder.Config{MaxHold: 100 * time.Millisecond}}},
+		{"rr instead of flow", Config{Scheduler: "rr"}},
+		{"no NACK (Ack Vector repair only)", Config{NoNACK: true}},
+		{"BBR cuts on random loss", Config{CC: ccid.Config{BBR: &noRandomLoss}}},
+		{"fixed 100 ms hold", Config{Reorder: reorder.Config{MaxHold: 100 * time.Millisecond}}},
+	}
+	cells := []simCell{simCells[0], simCells[1], simCells[2], simCells[3], simCells[7]}
+	fmt.Printf("%-42s", "variant (Mbit/s; latency beside bulk)")
+	for _, c := range cells {
+		fmt.Printf(" %14s", c.name[:min(len(c.name), 14)])
+	}
+	fmt.Printf(" %9s %9s\n", "ping p50", "100KB p50")
+	for _, v := range variants {
+		row := fmt.Sprintf("%-42s", v.name)
+		for _, cell := range cells {
+			r := runInnerBulk(t, cell, 2, v.cfg, 16*time.Second)
+			row += fmt.Sprintf(" %14.2f", r.goodput/1e6)
+		}
+		l := runLatencyWith(t, simCells[0], 2, true, 8*time.Second, v.cfg)
+		fmt.Printf("%s %9v %9v\n", row, p50(l.ping).Round(100*time.Microsecond), p50(l.short100).Round(100*time.Microsecond))
+	}
+}
+
+// simSeed seeds the inner-flow simulations.
+var simSeed int64 = 3

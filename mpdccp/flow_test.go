@@ -1,0 +1,145 @@
+// SPDX-License-Identifier: MIT
+
+package mpdccp
+
+import (
+	"encoding/binary"
+	"testing"
+	"time"
+
+	"github.com/mptun/mptun/internal/mono"
+	"github.com/mptun/mptun/reorder"
+)
+
+func TestNACKEncoding(t *testing.T) {
+	for _, n := range []reorder.NACK{{Before: 1, After: 3}, {Before: 0xffffffffffff, After: 5}, {Before: 100, After: 70000}, {Path: -1, Before: 8, After: 10}} {
+		raw := putNACK(nil, n)
+		before, after, missing, ok := parseNACK(raw)
+		if missing != (n.Path < 0) {
+			t.Errorf("%+v: kind lost", n)
+		}
+		want := n.Before
+		if seqDiff(n.After, n.Before) > 0xffff {
+			want = seqAdd(n.After, -0xffff) // the distance saturates: a shorter range
+		}
+		if !ok || after != n.After || before != want {
+			t.Errorf("%+v: got %d..%d %v", n, before, after, ok)
+		}
+	}
+	for _, raw := range [][]byte{nil, {'N'}, {'X', 0, 0, 0, 0, 0, 1, 0, 2}, {'N', 0, 0, 0, 0, 0, 9, 0, 1}} {
+		if _, _, _, ok := parseNACK(raw); ok {
+			t.Errorf("parseNACK(% x) accepted", raw)
+		}
+	}
+}
+
+func FuzzParseNACK(f *testing.F) {
+	f.Add(putNACK(nil, reorder.NACK{Before: 7, After: 10}))
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		before, after, _, ok := parseNACK(raw)
+		if ok && seqDiff(after, before) < 2 {
+			t.Fatalf("range %d..%d holds nothing", before, after)
+		}
+	})
+}
+
+// cbr offers flow port's numbered UDP packets at rate (bit/s) from side
+// for dur; got records each one's one-way delay at the other side.
+type cbr struct {
+	h     *harness
+	side  int
+	port  uint16
+	size  int
+	sent  map[uint32]mono.Time
+	delay []time.Duration
+	order []uint32
+}
+
+func (s *cbr) run(rate float64, dur time.Duration) {
+	gap := time.Duration(float64(s.size*8) / rate * 1e9)
+	end := s.h.sim.Now().Add(dur)
+	var id uint32
+	var tick func()
+	tick = func() {
+		c := s.h.conn
+		if s.side == sideServer {
+			c = s.h.serverConn()
+		}
+		p := innerUDP(id, 17, s.port)
+		p = append(p, make([]byte, s.size-len(p))...)
+		s.sent[id] = s.h.sim.Now()
+		c.Send(s.h.sim.Now(), p)
+		s.h.service(s.side)
+		id++
+		if s.h.sim.Now() < end {
+			s.h.sim.After(gap, tick)
+		}
+	}
+	tick()
+}
+
+func (s *cbr) deliver(b []byte) bool {
+	if len(b) < 32 || binary.BigEndian.Uint16(b[22:]) != s.port {
+		return false
+	}
+	id := binary.BigEndian.Uint32(b[28:])
+	s.order = append(s.order, id)
+	s.delay = append(s.delay, s.h.sim.Now().Sub(s.sent[id]))
+	return true
+}
+
+// A flow that needs both paths (UDP at 80 % of their sum) beside a ping:
+// the ping keeps the fast path's round trip, and the spread flow arrives
+// complete and in order although the slow path loses 3 % (repairs cross
+// the fast path, asked for by NACK).
+func TestSpreadFlowBesidePing(t *testing.T) {
+	cell := simCell{rate: [2]float64{20e6, 10e6}, delay: [2]time.Duration{8 * time.Millisecond, 35 * time.Millisecond},
+		loss: [2]float64{0, 0.03}}
+	cfg := Config{CCID: "bbr", Retransmit: true, AQM: defaultAQM()}
+	h := newHarness(t, harnessConfig{seed: 21, links: cell.links(2), cli: cfg, srv: cfg})
+	bulk := &cbr{h: h, side: sideClient, port: 9000, size: 1200, sent: map[uint32]mono.Time{}}
+	ping := &cbr{h: h, side: sideClient, port: 53, size: 64, sent: map[uint32]mono.Time{}}
+	h.onDeliver = func(side int, c *Conn, b []byte) {
+		if side == sideServer && !bulk.deliver(b) {
+			ping.deliver(b)
+		}
+	}
+	c := h.dial(2)
+	if !h.runUntil(5*time.Second, func() bool { return h.openPaths(c) == 2 && h.openPaths(h.serverConn()) == 2 }) {
+		t.Fatal("not open")
+	}
+	bulk.run(24e6, 10*time.Second)
+	h.run(2 * time.Second)
+	ping.run(64*8*20, 8*time.Second)
+	h.run(10 * time.Second)
+
+	s := c.Stats()
+	rs := h.serverConn().Stats().Reorder
+	if len(bulk.order) < len(bulk.sent)*995/1000 {
+		t.Errorf("spread flow: %d of %d delivered (%d repaired, reorder %+v)", len(bulk.order), len(bulk.sent), s.Repaired, rs)
+	}
+	for i := 1; i < len(bulk.order); i++ {
+		if bulk.order[i] < bulk.order[i-1] {
+			t.Fatalf("spread flow out of order at %d: %d after %d", i, bulk.order[i], bulk.order[i-1])
+		}
+	}
+	if s.NACKsReceived == 0 || rs.Repaired == 0 {
+		t.Errorf("no repair by NACK: %+v, reorder %+v", s.connCounters, rs)
+	}
+	var onSlow int
+	for _, sf := range c.subflows {
+		if sf.id == 1 {
+			onSlow = int(sf.stats.DataOut)
+		}
+	}
+	if onSlow < len(bulk.sent)/10 {
+		t.Errorf("only %d of %d packets crossed the slow path: the flow was not spread", onSlow, len(bulk.sent))
+	}
+	// The ping never waits for the slow path: one way about 8 ms.
+	if len(ping.delay) == 0 {
+		t.Fatal("no ping delivered")
+	}
+	if d := quantileDur(append([]time.Duration(nil), ping.delay...), 0.9); d > 12*time.Millisecond {
+		t.Errorf("ping one-way delay p90 %v, want about the fast path's 8 ms", d)
+	}
+}

@@ -1,0 +1,240 @@
+// SPDX-License-Identifier: MIT
+
+package scheduler
+
+import (
+	"time"
+
+	"github.com/mptun/mptun/internal/mono"
+)
+
+func init() {
+	Register("flow", func(Config) Scheduler { return &flowSched{} })
+}
+
+// flowSched places flows, not packets (the default scheduler).
+//
+//   - A flow is pinned to its cheapest path: the lowest one-way delay plus
+//     the expected cost of repairing that path's losses. A ping, a DNS
+//     query or a web page thus crosses the fastest path alone and is never
+//     held back by a slower one (the receiver delivers a flow that stays on
+//     one path without reordering holds).
+//   - The pin moves only after the flow was idle for longer than the
+//     paths' delay difference (flowlet switching), or when its path fails,
+//     so a move never reorders the flow.
+//   - A flow spreads onto a slower path only when that path delivers its
+//     oldest waiting packet sooner than waiting for the pinned path would:
+//     when the packet's wait in the send queue exceeds the slower path's
+//     extra delay (earliest completion first, in datagram form). A flow
+//     that one path can carry never builds that wait, so it never pays a
+//     slower path's delay; a flow that needs more capacity queues up to
+//     that point and then takes the slower path as overflow. The send
+//     queue's AQM gives such a flow that much extra allowance (PickFlow's
+//     extra).
+type flowSched struct {
+	counters
+	flows []flowEntry // by flow bucket, grown on demand
+}
+
+type flowEntry struct {
+	primary  int       // path id the flow is pinned to, -1 for none
+	last     mono.Time // when the flow last had a packet scheduled
+	striping bool      // it used a slower path recently (hysteresis)
+}
+
+// maxFlowBucket bounds the per-flow table.
+const maxFlowBucket = 1 << 16
+
+// Scheduling constants.
+const (
+	// flowMargin is the jitter allowance on top of a delay difference.
+	flowMargin = 2 * time.Millisecond
+	// maxUsefulLoss: a path losing more than this is not used to spread a
+	// flow (each loss costs a repair); it still carries flows pinned to it
+	// when it is the only path.
+	maxUsefulLoss = 0.25
+	// stripeHysteresis: once spreading, a flow keeps using the slower path
+	// until its wait drops below this fraction of the threshold.
+	stripeHysteresis = 0.75
+)
+
+func (*flowSched) Name() string { return "flow" }
+
+// cost is the expected delivery delay of a packet sent on p now, without
+// waiting for window or pacing: base one-way delay plus the chance of a
+// loss times the time a repair takes (about the fastest round trip).
+func cost(p *Path, repair time.Duration) time.Duration {
+	return p.OWD + lossCost(p, repair)
+}
+
+// lossCost is the expected delay repairs add to a packet sent on p: a
+// repair for the loss, another for the repair's loss, ...
+func lossCost(p *Path, repair time.Duration) time.Duration {
+	l := min(p.Loss, 0.99)
+	return time.Duration(l / (1 - l) * float64(repair))
+}
+
+// delay is the path's one-way delay now: its base delay, or half its
+// smoothed RTT when that is larger (a queue on the path), plus the
+// expected cost of repairing its losses.
+func delay(p *Path, repair time.Duration) time.Duration {
+	return max(p.OWD, p.SRTT/2) + lossCost(p, repair)
+}
+
+// repairTime is about how long a loss repair takes: the receiver's
+// report and the resent packet cross the fastest path.
+func repairTime(paths []Path, floor uint8) time.Duration {
+	r := time.Duration(-1)
+	for i := range paths {
+		p := &paths[i]
+		if eligible(p, floor) && (r < 0 || 2*p.OWD < r) {
+			r = 2 * p.OWD
+		}
+	}
+	return max(r, 0) + flowMargin
+}
+
+// cheapest returns the index of the eligible path with the lowest cost
+// (ties: the higher pacing rate), or -1. A path losing more than
+// maxUsefulLoss is taken only when no other is eligible.
+func cheapest(paths []Path, floor uint8, repair time.Duration, readyOnly bool, now mono.Time) int {
+	best := -1
+	for i := range paths {
+		p := &paths[i]
+		if !eligible(p, floor) || readyOnly && !ready(p, now) {
+			continue
+		}
+		if best < 0 {
+			best = i
+			continue
+		}
+		b := &paths[best]
+		if lossy, bLossy := p.Loss > maxUsefulLoss, b.Loss > maxUsefulLoss; lossy != bLossy {
+			if bLossy {
+				best = i
+			}
+			continue
+		}
+		c, bc := cost(p, repair), cost(b, repair)
+		if c < bc || c == bc && p.PacingRate > b.PacingRate {
+			best = i
+		}
+	}
+	return best
+}
+
+// Pick serves packets that are not scheduled by flow (traffic classes
+// using `flow`): the cheapest path with room, else hold.
+func (s *flowSched) Pick(now mono.Time, paths []Path, _ Packet, dst []int) []int {
+	floor := minPrio(paths)
+	if i := cheapest(paths, floor, repairTime(paths, floor), true, now); i >= 0 {
+		dst = append(dst, paths[i].ID)
+	}
+	return s.record(dst)
+}
+
+func (s *flowSched) entry(f int) *flowEntry {
+	f = max(0, min(f, maxFlowBucket-1))
+	for len(s.flows) <= f {
+		s.flows = append(s.flows, flowEntry{primary: -1})
+	}
+	return &s.flows[f]
+}
+
+// Shrink forgets every flow: after an idle spell longer than any flowlet
+// gap each would be placed afresh.
+func (s *flowSched) Shrink() { s.flows = nil }
+
+// margin is the jitter allowance between two paths.
+func margin(a, b *Path) time.Duration { return flowMargin + (a.RTTVar+b.RTTVar)/2 }
+
+// PickFlow chooses the path for flow f's oldest packet (see flowSched).
+func (s *flowSched) PickFlow(now mono.Time, paths []Path, f FlowPacket) FlowDecision {
+	floor := minPrio(paths)
+	repair := repairTime(paths, floor)
+	best := cheapest(paths, floor, repair, false, now)
+	if best < 0 {
+		s.holds++
+		return FlowDecision{}
+	}
+	fe := s.entry(f.Flow)
+	pi := -1
+	for i := range paths {
+		if paths[i].ID == fe.primary && eligible(&paths[i], floor) {
+			pi = i
+		}
+	}
+	// A new flow, or one whose path failed, takes the cheapest path; an
+	// idle flow (a new flowlet) may move to it.
+	gap := flowletGap(paths, floor, repair)
+	if pi < 0 || pi != best && now.Sub(fe.last) > gap {
+		pi, fe.primary, fe.striping = best, paths[best].ID, false
+	}
+	fe.last = now
+	prim := &paths[pi]
+	pd := delay(prim, repair)
+	// The wait worth building before the slowest useful path helps: its
+	// base delay difference (a queue on that path is no reason to queue
+	// more here; the flow backs off instead).
+	var extra time.Duration
+	for i := range paths {
+		q := &paths[i]
+		if i == pi || !eligible(q, floor) || q.Loss > maxUsefulLoss {
+			continue
+		}
+		extra = max(extra, cost(q, repair)-cost(prim, repair)+margin(prim, q))
+	}
+	if ready(prim, now) {
+		s.pick(prim.ID)
+		return FlowDecision{OK: true, Path: prim.ID, Extra: extra}
+	}
+	// The pinned path cannot send now: a ready slower path takes the
+	// packet if it arrives sooner than waiting would (the wait so far
+	// stands for the wait to come: the flow's queue drains at the pinned
+	// path's rate).
+	retry := time.Duration(-1)
+	for i := range paths {
+		q := &paths[i]
+		if i == pi || !eligible(q, floor) || !ready(q, now) || q.Loss > maxUsefulLoss {
+			continue
+		}
+		need := delay(q, repair) - pd + margin(prim, q)
+		if fe.striping {
+			need = time.Duration(float64(need) * stripeHysteresis)
+		}
+		if f.Sojourn >= need {
+			fe.striping = true
+			s.pick(q.ID)
+			return FlowDecision{OK: true, Path: q.ID, Extra: extra}
+		}
+		if retry < 0 || need-f.Sojourn < retry {
+			retry = need - f.Sojourn
+		}
+	}
+	if f.Sojourn < extra/2 {
+		fe.striping = false
+	}
+	s.holds++
+	return FlowDecision{Extra: extra, RetryIn: max(retry, 0)}
+}
+
+// flowletGap is how long a flow must have been idle before it may move to
+// another path without reordering: the largest delay difference between
+// eligible paths, plus the margin.
+func flowletGap(paths []Path, floor uint8, repair time.Duration) time.Duration {
+	lo, hi := time.Duration(-1), time.Duration(0)
+	var jitter time.Duration
+	for i := range paths {
+		p := &paths[i]
+		if !eligible(p, floor) {
+			continue
+		}
+		c := cost(p, repair)
+		if lo < 0 || c < lo {
+			lo = c
+		}
+		hi = max(hi, c)
+		jitter = max(jitter, p.RTTVar)
+	}
+	return hi - max(lo, 0) + flowMargin + jitter
+}

@@ -1,0 +1,131 @@
+// SPDX-License-Identifier: MIT
+
+package scheduler
+
+import (
+	"testing"
+	"time"
+
+	"github.com/mptun/mptun/internal/mono"
+)
+
+const ms = time.Millisecond
+
+// twoPaths: a fast path (8 ms one way) and a slow one (35 ms), both able
+// to send unless said otherwise.
+func twoPaths(fastReady, slowReady bool) []Path {
+	p := []Path{path(0, 3, 16*ms, fastReady), path(1, 3, 70*ms, slowReady)}
+	p[0].OWD, p[1].OWD = 8*ms, 35*ms
+	return p
+}
+
+func flowPick(t *testing.T, s Scheduler, now mono.Time, paths []Path, f FlowPacket) FlowDecision {
+	t.Helper()
+	fp, ok := s.(FlowPicker)
+	if !ok {
+		t.Fatalf("%s is not a FlowPicker", s.Name())
+	}
+	return fp.PickFlow(now, paths, f)
+}
+
+func TestFlowPinsToTheFastestPath(t *testing.T) {
+	s := mk(t, "flow")
+	d := flowPick(t, s, 0, twoPaths(true, true), FlowPacket{Flow: 3, Size: 100})
+	if !d.OK || d.Path != 0 {
+		t.Fatalf("new flow: %+v, want the fast path", d)
+	}
+	// Extra queueing allowed: the base delay difference plus a margin.
+	if d.Extra < 27*ms || d.Extra > 40*ms {
+		t.Errorf("extra %v, want about 27 ms + margin", d.Extra)
+	}
+	// A lossy fast path costs repairs: with 50 % loss the other is cheaper.
+	p := twoPaths(true, true)
+	p[0].Loss = 0.5
+	if d := flowPick(t, s, 0, p, FlowPacket{Flow: 4}); !d.OK || d.Path != 1 {
+		t.Fatalf("lossy fast path: %+v, want the slow one", d)
+	}
+}
+
+// A flow whose path is busy waits for it rather than crossing the slow
+// path, until its wait exceeds what the slow path adds (datagram ECF).
+func TestFlowSpreadsOnlyWhenWaitingCostsMore(t *testing.T) {
+	s := mk(t, "flow")
+	flowPick(t, s, 0, twoPaths(true, true), FlowPacket{Flow: 1})
+	d := flowPick(t, s, 0, twoPaths(false, true), FlowPacket{Flow: 1, Sojourn: 5 * ms})
+	if d.OK {
+		t.Fatalf("short wait: sent on path %d, want hold", d.Path)
+	}
+	if d.RetryIn < 20*ms || d.RetryIn > 30*ms {
+		t.Errorf("retry in %v, want about 27 ms - 5 ms + margin", d.RetryIn)
+	}
+	d = flowPick(t, s, 0, twoPaths(false, true), FlowPacket{Flow: 1, Sojourn: 40 * ms})
+	if !d.OK || d.Path != 1 {
+		t.Fatalf("long wait: %+v, want the slow path", d)
+	}
+	// Hysteresis: while spreading, a somewhat shorter wait still spreads.
+	if d := flowPick(t, s, 0, twoPaths(false, true), FlowPacket{Flow: 1, Sojourn: 25 * ms}); !d.OK || d.Path != 1 {
+		t.Fatalf("spreading: %+v, want the slow path", d)
+	}
+	// The pinned path back: it takes the flow again.
+	if d := flowPick(t, s, 0, twoPaths(true, true), FlowPacket{Flow: 1, Sojourn: 40 * ms}); !d.OK || d.Path != 0 {
+		t.Fatalf("pinned path ready: %+v", d)
+	}
+}
+
+func TestFlowNeverSpreadsOntoAVeryLossyPath(t *testing.T) {
+	s := mk(t, "flow")
+	p := twoPaths(false, true)
+	p[1].Loss = 0.3
+	flowPick(t, s, 0, twoPaths(true, true), FlowPacket{Flow: 1})
+	if d := flowPick(t, s, 0, p, FlowPacket{Flow: 1, Sojourn: time.Second}); d.OK {
+		t.Fatalf("spread onto a path losing 30 %%: %+v", d)
+	}
+}
+
+// The pin moves only after the flow was idle longer than the paths'
+// delay difference (a new flowlet), never under a busy flow.
+func TestFlowletSwitching(t *testing.T) {
+	s := mk(t, "flow")
+	flowPick(t, s, 0, twoPaths(true, true), FlowPacket{Flow: 2})
+	// The slow path becomes the cheaper one (the fast one loses a lot).
+	p := twoPaths(true, true)
+	p[0].Loss = 0.9
+	if d := flowPick(t, s, mono.Time(5*ms), p, FlowPacket{Flow: 2}); d.Path != 0 {
+		t.Fatalf("a busy flow moved to path %d", d.Path)
+	}
+	if d := flowPick(t, s, mono.Time(500*ms), p, FlowPacket{Flow: 2}); d.Path != 1 {
+		t.Fatalf("after an idle gap the flow stayed on path %d", d.Path)
+	}
+}
+
+func TestFlowHonoursPriorities(t *testing.T) {
+	s := mk(t, "flow")
+	p := twoPaths(true, true)
+	p[0].Prio = 1 // standby: only when nothing better is usable
+	if d := flowPick(t, s, 0, p, FlowPacket{Flow: 9}); !d.OK || d.Path != 1 {
+		t.Fatalf("standby fast path: %+v, want the primary slow path", d)
+	}
+	p[1].Usable = false
+	if d := flowPick(t, s, mono.Time(time.Second), p, FlowPacket{Flow: 9}); !d.OK || d.Path != 0 {
+		t.Fatalf("primary down: %+v, want the standby path", d)
+	}
+}
+
+// Packets outside flow scheduling (traffic classes on "flow") take the
+// cheapest path with room.
+func TestFlowPacketPick(t *testing.T) {
+	s := mk(t, "flow")
+	one(t, s, twoPaths(true, true), 0)
+	one(t, s, twoPaths(false, true), 1)
+	one(t, s, twoPaths(false, false), -1)
+}
+
+func TestFlowPickDoesNotAllocate(t *testing.T) {
+	s := mk(t, "flow").(FlowPicker)
+	p := twoPaths(false, true)
+	s.PickFlow(0, p, FlowPacket{Flow: 7})
+	n := testing.AllocsPerRun(100, func() { s.PickFlow(0, p, FlowPacket{Flow: 7, Sojourn: 30 * ms}) })
+	if n != 0 {
+		t.Fatalf("%v allocations per PickFlow", n)
+	}
+}
