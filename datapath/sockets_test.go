@@ -56,7 +56,8 @@ func (h *recHook) has(k mpdccp.EventKind) bool {
 // engine's events and gets its timer.
 func TestSocketsAddedAndReplacedWhileRunning(t *testing.T) {
 	srv, srvSock := newSide(t, mpdccp.Server, nil)
-	ep, err := mpdccp.NewEndpoint(mpdccp.Config{Role: mpdccp.Client, Reorderer: "fixed"})
+	// rr: the default flow scheduler keeps the one test flow on one path.
+	ep, err := mpdccp.NewEndpoint(mpdccp.Config{Role: mpdccp.Client, Scheduler: "rr", Reorderer: "fixed"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -29,8 +29,10 @@ import (
 //     were acknowledged (hysteresis: one late ack of an old packet is not
 //     enough).
 // PathTimeout still declares it failed if nothing at all is heard.
-// Suspicion needs another usable path: with a single path there is nowhere
-// to re-inject, and the controller's own timeout does the rest.
+// Suspicion needs another usable path, heard from after this one should
+// have answered: with a single path there is nowhere to re-inject (the
+// controller's own timeout does the rest), and a host too busy to read
+// its sockets hears no path and must not blame one.
 
 const (
 	// recoverAnswers is how many answered probes clear a suspicion.
@@ -85,6 +87,11 @@ type suspectState struct {
 	waitCur, waitPrev time.Duration
 	waitSince         mono.Time
 	garAt             mono.Time // when the greatest ack received last grew
+	// askedAt is the suspicion time for which the other paths were asked
+	// to answer a probe (none had been heard since: idle, or a busy host);
+	// probeNow asks this path to probe at once.
+	askedAt  mono.Time
+	probeNow bool
 }
 
 // waitWindow is the span of the windowed maximum of ack waits.
@@ -155,12 +162,23 @@ func (sf *subflow) oldestUnreported() (mono.Time, bool) {
 
 // otherUsable reports whether a path other than sf could carry data.
 func (c *Conn) otherUsable(sf *subflow) bool {
+	return c.otherHeard(sf) != mono.Never
+}
+
+// otherHeard is when a usable path other than sf was last heard from
+// (Never: there is none). A path is suspected only once another one was
+// heard after it should have been: a host too busy to read its sockets
+// hears nothing from any path, and must not blame one of them for it.
+func (c *Conn) otherHeard(sf *subflow) mono.Time {
+	t := mono.Never
 	for _, x := range c.subflows {
 		if x != sf && x.usable() {
-			return true
+			if t == mono.Never || x.lastHeard > t {
+				t = x.lastHeard
+			}
 		}
 	}
-	return false
+	return t
 }
 
 // suspectDeadline is when sf becomes suspect if nothing changes, or when a
@@ -176,17 +194,40 @@ func (c *Conn) suspectDeadline(sf *subflow) mono.Time {
 		}
 		return mono.Never
 	}
-	if sf.failed || !c.otherUsable(sf) {
+	heard := c.otherHeard(sf)
+	if sf.failed || heard == mono.Never {
 		return mono.Never
 	}
+	d := sf.suspectDue()
+	if heard < d && s.askedAt == d {
+		// The other paths were asked; their answer recomputes this.
+		return mono.Never
+	}
+	return d
+}
+
+// suspectDue is when sf's suspicion would be due (Never: nothing is).
+func (sf *subflow) suspectDue() mono.Time {
 	d := mono.Never
 	if at, ok := sf.oldestUnreported(); ok {
 		d = at.Add(sf.suspectTimeout())
 	}
-	if s.probeOut {
-		d = mono.Min(d, s.probeAt.Add(sf.suspectTimeout()))
+	if sf.sus.probeOut {
+		d = mono.Min(d, sf.sus.probeAt.Add(sf.suspectTimeout()))
 	}
 	return d
+}
+
+// askOthers makes the usable paths other than sf that were not heard
+// since due probe at once: their answers tell a silent sf from an idle
+// or starved host.
+func (c *Conn) askOthers(sf *subflow, due mono.Time) {
+	sf.sus.askedAt = due
+	for _, x := range c.subflows {
+		if x != sf && x.usable() && x.lastHeard < due {
+			x.sus.probeNow = true
+		}
+	}
 }
 
 // checkSuspect runs sf's suspicion and recovery rules at now.
@@ -210,13 +251,23 @@ func (c *Conn) checkSuspect(now mono.Time, sf *subflow) {
 		return
 	}
 	to := sf.suspectTimeout()
+	heard := c.otherHeard(sf)
+	if heard == mono.Never {
+		return
+	}
+	if due := sf.suspectDue(); due <= now && heard < due {
+		if s.askedAt != due {
+			c.askOthers(sf, due)
+		}
+		return
+	}
 	reason := ""
 	if at, ok := sf.oldestUnreported(); ok && now.Sub(at) >= to {
 		reason = fmt.Sprintf("no ack for %v", now.Sub(at).Round(time.Millisecond))
 	} else if s.probeOut && now.Sub(s.probeAt) >= to {
 		reason = fmt.Sprintf("probe unanswered for %v", now.Sub(s.probeAt).Round(time.Millisecond))
 	}
-	if reason != "" && c.otherUsable(sf) {
+	if reason != "" {
 		c.suspectPath(now, sf, reason)
 	}
 }
@@ -281,6 +332,9 @@ func (c *Conn) probeDue(sf *subflow) mono.Time {
 		return mono.Never
 	}
 	s := &sf.sus
+	if s.probeNow {
+		return 0
+	}
 	if s.on && s.answers > 0 && !s.waiting {
 		return 0 // answered once: ask again at once
 	}
@@ -303,6 +357,7 @@ func (c *Conn) pollProbe(now mono.Time, sf *subflow, buf []byte) (Transmit, bool
 		return Transmit{}, false
 	}
 	sf.lastProbe = now
+	sf.sus.probeNow = false
 	sf.stats.SyncsOut++
 	t, ok := c.build(now, sf, buf, &pktSpec{typ: wire.TypeSync, ackNo: sf.gsr, hasAckNo: true})
 	if !ok {
