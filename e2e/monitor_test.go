@@ -91,12 +91,17 @@ func TestMonitorAndReload(t *testing.T) {
 	// change in the same file is not applied either.
 	b, err := os.ReadFile(cpe.config)
 	must(t, err)
-	edited := strings.Replace(strings.Replace(string(b), "mtu = 0", "mtu = 1300", 1), `scheduler = "rr"`, `scheduler = "srtt"`, 1)
+	before := status(t, cpe.socket).Conns[0].Scheduler
+	edited := strings.Replace(string(b), "mtu = 0", "mtu = 1300", 1)
+	edited = strings.Replace(edited, `scheduler = "`+before+`"`, `scheduler = "srtt"`, 1)
+	if before == "srtt" || edited == string(b) || !strings.Contains(edited, `scheduler = "srtt"`) || !strings.Contains(edited, "mtu = 1300") {
+		t.Fatalf("cannot edit mtu and scheduler (now %q) in %s", before, cpe.config)
+	}
 	must(t, os.WriteFile(cpe.config, []byte(edited), 0o600))
 	must(t, cpe.cmd.Process.Signal(syscall.SIGHUP))
 	time.Sleep(500 * time.Millisecond)
-	if got := status(t, cpe.socket).Conns[0].Scheduler; got != "rr" {
-		t.Errorf("scheduler %q after a refused reload", got)
+	if got := status(t, cpe.socket).Conns[0].Scheduler; got != before {
+		t.Errorf("scheduler %q after a refused reload, want %q", got, before)
 	}
 	must(t, cpe.stop()) // its log is complete (and no longer written)
 	log := cpe.log.String()
