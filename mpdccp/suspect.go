@@ -160,11 +160,6 @@ func (sf *subflow) oldestUnreported() (mono.Time, bool) {
 	return 0, false
 }
 
-// otherUsable reports whether a path other than sf could carry data.
-func (c *Conn) otherUsable(sf *subflow) bool {
-	return c.otherHeard(sf) != mono.Never
-}
-
 // otherHeard is when a usable path other than sf was last heard from
 // (Never: there is none). A path is suspected only once another one was
 // heard after it should have been: a host too busy to read its sockets
