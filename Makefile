@@ -22,7 +22,7 @@ help:
 
 build:
 	@mkdir -p $(BIN)
-	$(GO) build -trimpath -o $(BIN)/ ./cmd/...
+	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN)/ ./cmd/...
 
 vet:
 	$(GO) vet $(PKGS)

@@ -20,6 +20,9 @@ type ThroughputOptions struct {
 	Runs    int // per peer, alternating (default 5)
 	Seconds int // iperf3 duration per run (default 10)
 	Log     io.Writer
+	// Unencrypted runs mptun with security = "none" (plain RFC 9897);
+	// the default is encrypted, as wireguard-go always is.
+	Unencrypted bool
 }
 
 // Run is one measured transfer.
@@ -32,6 +35,10 @@ type Run struct {
 
 // ThroughputResult is what `mptun bench throughput --json` prints.
 type ThroughputResult struct {
+	// Encrypted is whether mptun ran in secure mode (Noise + AEAD);
+	// MptunAEAD names its packet protection.
+	Encrypted              bool    `json:"encrypted"`
+	MptunAEAD              string  `json:"mptun_aead,omitempty"`
 	MptunGbps              float64 `json:"mptun_gbps"`
 	WireguardGoGbps        float64 `json:"wireguard_go_gbps"`
 	Ratio                  float64 `json:"ratio"`
@@ -63,6 +70,7 @@ func Throughput(ctx context.Context, tools Tools, o ThroughputOptions) (res Thro
 		o.Log = io.Discard
 	}
 	res.Seconds, res.RunsPerPeer = o.Seconds, o.Runs
+	res.Encrypted = !o.Unencrypted
 
 	cli, err := netns.Add(ctx, netns.UniqueName("bcli"))
 	if err != nil {
@@ -95,7 +103,7 @@ func Throughput(ctx context.Context, tools Tools, o ThroughputOptions) (res Thro
 	}
 	defer os.RemoveAll(dir)
 
-	mptun, err := startMptun(ctx, tools, dir, cli, srv)
+	mptun, err := startMptun(ctx, tools, dir, cli, srv, !o.Unencrypted)
 	defer func() {
 		for _, p := range mptun {
 			p.stop()
@@ -103,6 +111,9 @@ func Throughput(ctx context.Context, tools Tools, o ThroughputOptions) (res Thro
 	}()
 	if err != nil {
 		return res, err
+	}
+	if res.Encrypted {
+		res.MptunAEAD = mptunAEAD(filepath.Join(dir, "cli.sock"))
 	}
 	wg, err := startWireguard(ctx, tools, cli, srv)
 	defer func() {
@@ -162,30 +173,36 @@ func Throughput(ctx context.Context, tools Tools, o ThroughputOptions) (res Thro
 	return res, nil
 }
 
-func startMptun(ctx context.Context, tools Tools, dir string, cli, srv *netns.NS) ([]*proc, error) {
+func startMptun(ctx context.Context, tools Tools, dir string, cli, srv *netns.NS, encrypted bool) ([]*proc, error) {
 	srvSock, cliSock := filepath.Join(dir, "srv.sock"), filepath.Join(dir, "cli.sock")
+	srvSec, cliSec, err := benchSecurity(encrypted)
+	if err != nil {
+		return nil, err
+	}
 	srvCfg := fmt.Sprintf(`[tunnel]
 name = "mptb0"
 addresses = ["%s/24"]
 [connection]
 role = "server"
+%s
 [[listen]]
 address = "%s:6511"
 [control]
 socket = %q
-`, mptSrv, underSrv, srvSock)
+`, mptSrv, srvSec, underSrv, srvSock)
 	cliCfg := fmt.Sprintf(`[tunnel]
 name = "mptb0"
 addresses = ["%s/24"]
 [connection]
 role = "client"
+%s
 [[path]]
 name = "veth"
 local = "%s"
 remote = "%s:6511"
 [control]
 socket = %q
-`, mptCli, underCli, underSrv, cliSock)
+`, mptCli, cliSec, underCli, underSrv, cliSock)
 	var procs []*proc
 	for _, c := range []struct {
 		ns   *netns.NS

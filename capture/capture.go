@@ -56,6 +56,20 @@ func Create(path string, form pcapdccp.Form, maxSize int64) (*File, error) {
 	return c, nil
 }
 
+// FromFile is Create for a file the caller opened itself (say, with
+// O_EXCL|O_NOFOLLOW, so that nothing existing is overwritten): no size
+// limit, no rotation.
+func FromFile(f *os.File, form pcapdccp.Form) (*File, error) {
+	c := &File{path: f.Name(), form: form, f: f}
+	c.bw = bufio.NewWriterSize(f, bufSize)
+	var err error
+	if c.w, err = pcapdccp.NewWriter(c.bw, form); err != nil {
+		return nil, fmt.Errorf("capture %s: %w", c.path, err)
+	}
+	c.size = fileHeader
+	return c, nil
+}
+
 func (c *File) open() error {
 	f, err := os.OpenFile(c.path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o640)
 	if err != nil {

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/mptun/mptun/internal/defaults"
+	"github.com/mptun/mptun/mpdccp/noise"
 )
 
 // Config is a validated configuration with defaults filled in.
@@ -29,6 +30,9 @@ type Config struct {
 	Metrics    Metrics
 	Log        Log
 	Capture    Capture
+	// Peers are the keys this end talks to (secure mode): a CPE has one,
+	// the concentrator; a concentrator has every CPE.
+	Peers []Peer
 }
 
 // Tunnel describes the TUN device.
@@ -77,6 +81,10 @@ type Connection struct {
 	Advertise []netip.AddrPort
 	// ReconnectMax caps the backoff between connection and join attempts.
 	ReconnectMax time.Duration
+	// Security is SecurityNoise (authenticated, encrypted; the default) or
+	// SecurityNone (plain RFC 9897: anyone may connect, nothing is secret).
+	Security   string
+	PrivateKey noise.Key // from private_key or private_key_file
 }
 
 // Modes.
@@ -94,6 +102,20 @@ type Switch struct {
 	RTTHigh, RTTLow   time.Duration
 	LossHigh, LossLow float64 // fractions
 	Hold              time.Duration
+}
+
+// Security modes.
+const (
+	SecurityNoise = "noise"
+	SecurityNone  = "none"
+)
+
+// Peer is a [[peer]] section: a remote public key and the inner prefixes
+// it may source and receives (cryptokey routing).
+type Peer struct {
+	PublicKey    noise.Key
+	PresharedKey noise.Key // zero when not set
+	AllowedIPs   []netip.Prefix
 }
 
 // Class maps matching inner packets to their own scheduler.

@@ -72,7 +72,7 @@ func TestCPEValues(t *testing.T) {
 }
 
 func TestDefaults(t *testing.T) {
-	p := writeFile(t, "min.toml", "[connection]\nrole = \"client\"\n[[path]]\nname = \"a\"\nremote = \"192.0.2.1\"\n")
+	p := writeFile(t, "min.toml", "[connection]\nrole = \"client\"\nsecurity = \"none\"\n[[path]]\nname = \"a\"\nremote = \"192.0.2.1\"\n")
 	cfg, err := Load(p)
 	if err != nil {
 		t.Fatal(err)
@@ -102,6 +102,7 @@ addresses = ["10.99.0.2/24"]
 [connection]
 role = "client"
 scheduler = "rr"
+security = "none"
 
 [[path]]
 name = "dsl"
@@ -185,9 +186,9 @@ func TestBrokenConfigs(t *testing.T) {
 	}{
 		{"unknown top-level key", "bogus = 1\n" + base, `x.toml:1: bogus: unknown key`},
 		{"unknown table key", strings.Replace(base, `scheduler = "rr"`, "schedular = \"rr\"", 1), `x.toml:7: connection.schedular: unknown key`},
-		{"unknown key in second path", base + "colour = \"red\"\n", `x.toml:16: path.lte.colour: unknown key`},
+		{"unknown key in second path", base + "colour = \"red\"\n", `x.toml:17: path.lte.colour: unknown key`},
 		{"upper-case key", strings.Replace(base, `name = "mptun0"`, `Name = "mptun0"`, 1), `x.toml:2: tunnel.Name: unknown key (keys are lower case)`},
-		{"bad remote", strings.Replace(base, `"198.51.100.1:6511"`, `"x"`, 1), `x.toml:11: path.dsl.remote: invalid address "x" (want IP or IP:port)`},
+		{"bad remote", strings.Replace(base, `"198.51.100.1:6511"`, `"x"`, 1), `x.toml:12: path.dsl.remote: invalid address "x" (want IP or IP:port)`},
 		{"wrong type", strings.Replace(base, `role = "client"`, `role = 1`, 1), `x.toml:6: connection.role: wrong type: got integer, want string`},
 		{"syntax error", strings.Replace(base, `scheduler = "rr"`, `scheduler = "rr`, 1), `x.toml:7: connection.scheduler: strings cannot contain newlines`},
 		{"missing role", strings.Replace(base, "role = \"client\"\n", "", 1), `x.toml:5: connection.role: missing: set "client" or "server"`},
@@ -199,29 +200,29 @@ func TestBrokenConfigs(t *testing.T) {
 		{"bad duration", strings.Replace(base, `scheduler = "rr"`, `keepalive = "1 second"`, 1), `x.toml:7: connection.keepalive: invalid duration "1 second" (e.g. "150ms", "2s")`},
 		{"bad hold", strings.Replace(base, `scheduler = "rr"`, `reorder_max_hold = "automatic"`, 1), `x.toml:7: connection.reorder_max_hold: invalid duration "automatic" (e.g. "150ms", "2s")`},
 		{"timeout shorter than keepalive", strings.Replace(base, `scheduler = "rr"`, "keepalive = \"5s\"\npath_timeout = \"2s\"", 1), `x.toml:8: connection.path_timeout: 2s must be longer than keepalive 5s`},
-		{"duplicate path name", strings.Replace(base, `name = "lte"`, `name = "dsl"`, 1), `x.toml:14: path.dsl.name: duplicate path name (also path[0])`},
-		{"path without remote", strings.Replace(base, "remote = \"198.51.100.1\"\n", "", 1), `x.toml:13: path.lte: missing remote`},
-		{"path weight out of range", base + "weight = 0\n", `x.toml:16: path.lte.weight: 0 out of range 1..1000`},
-		{"path mtu too small", base + "mtu = 100\n", `x.toml:16: path.lte.mtu: 100 out of range 576..65535`},
-		{"negative fwmark", base + "fwmark = -1\n", `x.toml:16: path.lte.fwmark: -1 out of range 0..4294967295`},
-		{"family mismatch", base + "local = \"fd00::1\"\n", `x.toml:15: path.lte.remote: address family differs from local fd00::1`},
-		{"bad path name", strings.Replace(base, `name = "lte"`, `name = "lte 2"`, 1), `x.toml:14: path[1].name: invalid name "lte 2" (letters, digits, '-' and '_', up to 32)`},
+		{"duplicate path name", strings.Replace(base, `name = "lte"`, `name = "dsl"`, 1), `x.toml:15: path.dsl.name: duplicate path name (also path[0])`},
+		{"path without remote", strings.Replace(base, "remote = \"198.51.100.1\"\n", "", 1), `x.toml:14: path.lte: missing remote`},
+		{"path weight out of range", base + "weight = 0\n", `x.toml:17: path.lte.weight: 0 out of range 1..1000`},
+		{"path mtu too small", base + "mtu = 100\n", `x.toml:17: path.lte.mtu: 100 out of range 576..65535`},
+		{"negative fwmark", base + "fwmark = -1\n", `x.toml:17: path.lte.fwmark: -1 out of range 0..4294967295`},
+		{"family mismatch", base + "local = \"fd00::1\"\n", `x.toml:16: path.lte.remote: address family differs from local fd00::1`},
+		{"bad path name", strings.Replace(base, `name = "lte"`, `name = "lte 2"`, 1), `x.toml:15: path[1].name: invalid name "lte 2" (letters, digits, '-' and '_', up to 32)`},
 		{"unknown scheduler with registry", base, ""}, // replaced below
 		{"class bad port range", base + "[[connection.class]]\nname = \"voip\"\nprotocol = \"udp\"\ndst_ports = [\"20000-10000\"]\nscheduler = \"redundant\"\n",
-			`x.toml:19: connection.class.voip.dst_ports: invalid port or range "20000-10000" (e.g. "5060" or "10000-20000")`},
+			`x.toml:20: connection.class.voip.dst_ports: invalid port or range "20000-10000" (e.g. "5060" or "10000-20000")`},
 		{"class dscp out of range", base + "[[connection.class]]\nname = \"voip\"\ndscp = [64]\nscheduler = \"redundant\"\n",
-			`x.toml:18: connection.class.voip.dscp: 64 out of range 0..63`},
+			`x.toml:19: connection.class.voip.dscp: 64 out of range 0..63`},
 		{"class ports without protocol", base + "[[connection.class]]\nname = \"voip\"\ndst_ports = [\"5060\"]\nscheduler = \"redundant\"\n",
-			`x.toml:16: connection.class.voip.protocol: ports need protocol "tcp", "udp", "sctp" or "dccp"`},
+			`x.toml:17: connection.class.voip.protocol: ports need protocol "tcp", "udp", "sctp" or "dccp"`},
 		{"server without listen", strings.Replace(base[:strings.Index(base, "[[path]]")], `"client"`, `"server"`, 1), `x.toml: listen: role "server" needs at least one [[listen]] socket`},
 		{"listen bad address", strings.Replace(base[:strings.Index(base, "[[path]]")], `"client"`, `"server"`, 1) + "[[listen]]\naddress = \"0.0.0.0:99999\"\n",
-			`x.toml:10: listen[0].address: invalid address "0.0.0.0:99999" (want IP or IP:port)`},
+			`x.toml:11: listen[0].address: invalid address "0.0.0.0:99999" (want IP or IP:port)`},
 		{"hystart not a bool", strings.Replace(base, `scheduler = "rr"`, `hystart = "yes"`, 1), `x.toml:7: connection.hystart: wrong type: got string, want boolean`},
 		{"initial window out of range", strings.Replace(base, `scheduler = "rr"`, `initial_window = 5000`, 1), `x.toml:7: connection.initial_window: 5000 out of range 0..1000`},
 		{"bad rate", strings.Replace(base, `scheduler = "rr"`, `rate_limit = "fast"`, 1), `x.toml:7: connection.rate_limit: invalid rate "fast" (bits per second, e.g. "0", "50M", "1.5Gbit")`},
-		{"bad log level", base + "[log]\nlevel = \"loud\"\n", `x.toml:17: log.level: invalid value "loud": want "debug", "info", "warn", "error"`},
-		{"bad metrics listen", base + "[metrics]\nlisten = \"9100\"\n", `x.toml:17: metrics.listen: invalid listen address "9100": want host:port`},
-		{"relative control socket", base + "[control]\nsocket = \"mptun.sock\"\n", `x.toml:17: control.socket: must be an absolute path, got "mptun.sock"`},
+		{"bad log level", base + "[log]\nlevel = \"loud\"\n", `x.toml:18: log.level: invalid value "loud": want "debug", "info", "warn", "error"`},
+		{"bad metrics listen", base + "[metrics]\nlisten = \"9100\"\n", `x.toml:18: metrics.listen: invalid listen address "9100": want host:port`},
+		{"relative control socket", base + "[control]\nsocket = \"mptun.sock\"\n", `x.toml:18: control.socket: must be an absolute path, got "mptun.sock"`},
 		{"string where array expected", strings.Replace(base, `["10.99.0.2/24"]`, `"10.99.0.2/24"`, 1), `x.toml:3: tunnel.addresses: wrong type: got string, want array`},
 		{"duplicate key", strings.Replace(base, `scheduler = "rr"`, "scheduler = \"rr\"\nscheduler = \"rr\"", 1), `x.toml:8: connection.scheduler: Key 'connection.scheduler' has already been defined.`},
 		{"service code out of range", strings.Replace(base, `scheduler = "rr"`, `service_code = 0x1FFFFFFFF`, 1), `x.toml:7: connection.service_code: 8589934591 out of range 0..4294967294`},

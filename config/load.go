@@ -77,6 +77,7 @@ type rawConfig struct {
 	Connection rawConnection `toml:"connection"`
 	Listen     []rawListen   `toml:"listen"`
 	Path       []rawPath     `toml:"path"`
+	Peer       []rawPeer     `toml:"peer"`
 	Offload    struct {
 		TUN    *bool `toml:"tun"`
 		UDPGSO *bool `toml:"udp_gso"`
@@ -238,7 +239,7 @@ func (c *checker) unknownKeys() {
 
 // displayOf maps "path[1].bogus" to path 1's display name.
 func (c *checker) displayOf(indexed string) at {
-	for _, t := range []string{"path", "connection.class", "listen"} {
+	for _, t := range []string{"path", "connection.class", "listen", "peer"} {
 		rest, ok := strings.CutPrefix(indexed, t+"[")
 		if !ok {
 			continue
@@ -266,6 +267,7 @@ func (c *checker) convert(raw *rawConfig, path string) *Config {
 	c.connection(raw, &cfg.Connection)
 	c.listens(raw, cfg)
 	c.paths(raw, cfg)
+	c.security(raw, cfg, path)
 
 	cfg.Offload = Offload{
 		TUN:    deref(raw.Offload.TUN, true),
@@ -371,8 +373,11 @@ type rawConnection struct {
 		LossLow  *float64 `toml:"loss_low"`
 		Hold     *string  `toml:"hold"`
 	} `toml:"switch"`
-	Advertise    []string `toml:"advertise"`
-	ReconnectMax *string  `toml:"reconnect_max"`
+	Advertise      []string `toml:"advertise"`
+	ReconnectMax   *string  `toml:"reconnect_max"`
+	Security       *string  `toml:"security"`
+	PrivateKey     *string  `toml:"private_key"`
+	PrivateKeyFile *string  `toml:"private_key_file"`
 }
 
 func (c *checker) connection(raw *rawConfig, conn *Connection) {

@@ -11,7 +11,8 @@ import (
 )
 
 func TestModesAndAdvertise(t *testing.T) {
-	text := strings.Replace(base, `scheduler = "rr"`, "scheduler = \"rr\"\nmode = \"switch\"\nreconnect_max = \"5s\"\n[connection.switch]\nrtt_high = \"80ms\"\nloss_high = 0.1\nhold = \"3s\"", 1)
+	text := strings.Replace(base, `scheduler = "rr"`, "scheduler = \"rr\"\nmode = \"switch\"\nreconnect_max = \"5s\"", 1) +
+		"[connection.switch]\nrtt_high = \"80ms\"\nloss_high = 0.1\nhold = \"3s\"\n"
 	cfg, err := Load(writeFile(t, "m.toml", text))
 	if err != nil {
 		t.Fatal(err)
@@ -29,7 +30,7 @@ func TestModesAndAdvertise(t *testing.T) {
 	if p := dev.Paths[1]; p.Device != "wwan0" || p.Local.Addr().IsValid() {
 		t.Errorf("device-only path %+v", p)
 	}
-	srv := "[connection]\nrole = \"server\"\nadvertise = [\"203.0.113.7\", \"[2001:db8::7]:7000\"]\n[[listen]]\naddress = \"0.0.0.0\"\n"
+	srv := "[connection]\nrole = \"server\"\nsecurity = \"none\"\nadvertise = [\"203.0.113.7\", \"[2001:db8::7]:7000\"]\n[[listen]]\naddress = \"0.0.0.0\"\n"
 	sc, err := Load(writeFile(t, "s.toml", srv))
 	if err != nil {
 		t.Fatal(err)
@@ -40,10 +41,10 @@ func TestModesAndAdvertise(t *testing.T) {
 
 	for _, tt := range []struct{ text, want string }{
 		{strings.Replace(base, `scheduler = "rr"`, `mode = "bonding"`, 1), `x.toml:7: connection.mode: invalid value "bonding": want "aggregate", "active-backup", "switch"`},
-		{base + "[connection.switch]\nrtt_high = \"50ms\"\nrtt_low = \"90ms\"\n", `x.toml:18: connection.switch.rtt_low: 90ms must not exceed rtt_high 50ms`},
-		{base + "[connection.switch]\nloss_high = 5\n", `x.toml:17: connection.switch.loss_high: 5 out of range 0..1 (a fraction: 0.05 is 5 %)`},
+		{base + "[connection.switch]\nrtt_high = \"50ms\"\nrtt_low = \"90ms\"\n", `x.toml:19: connection.switch.rtt_low: 90ms must not exceed rtt_high 50ms`},
+		{base + "[connection.switch]\nloss_high = 5\n", `x.toml:18: connection.switch.loss_high: 5 out of range 0..1 (a fraction: 0.05 is 5 %)`},
 		{strings.Replace(base, `scheduler = "rr"`, `advertise = ["198.51.100.9"]`, 1), `x.toml:7: connection.advertise: only a server advertises addresses`},
-		{strings.Replace(srv, `"203.0.113.7"`, `"0.0.0.0"`, 1), `x.toml:3: connection.advertise: invalid address "0.0.0.0" (entry 1): want a unicast IP or IP:port`},
+		{strings.Replace(srv, `"203.0.113.7"`, `"0.0.0.0"`, 1), `x.toml:4: connection.advertise: invalid address "0.0.0.0" (entry 1): want a unicast IP or IP:port`},
 	} {
 		_, err := Load(writeFile(t, "x.toml", tt.text))
 		var list ErrorList

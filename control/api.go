@@ -41,6 +41,10 @@ type Status struct {
 	Dropped    map[string]uint64 `json:"dropped_datagrams"`
 	ResetsSent uint64            `json:"resets_sent"`
 	Process    ProcessStatus     `json:"process"`
+	// Security is "noise" or "none"; PublicKey is this end's key.
+	Security      string `json:"security"`
+	PublicKey     string `json:"public_key,omitempty"`
+	CookieReplies uint64 `json:"cookie_replies"`
 }
 
 // ManagedPath is a client path as the path manager sees it, whether or
@@ -92,6 +96,10 @@ type ConnStatus struct {
 	Reorder        ReorderStats   `json:"reorder"`
 	AQM            AQMStats       `json:"aqm"`
 	SchedulerPicks map[int]uint64 `json:"scheduler_picks"`
+	// Peer is the authenticated public key of the other end, AEAD the
+	// packet protection (secure mode).
+	Peer string `json:"peer,omitempty"`
+	AEAD string `json:"aead,omitempty"`
 }
 
 // OpenPaths counts the connection's paths that are up.

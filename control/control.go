@@ -60,10 +60,11 @@ type Server struct {
 	streams  Streams
 	log      *slog.Logger
 
-	mu     sync.Mutex
-	conns  map[net.Conn]struct{}
-	closed bool
-	wg     sync.WaitGroup
+	mu           sync.Mutex
+	conns        map[net.Conn]struct{}
+	closed       bool
+	wg           sync.WaitGroup
+	credHandlers map[string]credEntry // peercred.go
 }
 
 // Listen creates the socket at path (mode 0660, parent directory created
@@ -193,6 +194,7 @@ func (s *Server) serveConn(c net.Conn) {
 	sc := bufio.NewScanner(c)
 	sc.Buffer(make([]byte, 4096), MaxLine)
 	enc := json.NewEncoder(c)
+	cred := peerCred(c)
 	for {
 		c.SetReadDeadline(time.Now().Add(idleTimeout))
 		if !sc.Scan() {
@@ -211,7 +213,7 @@ func (s *Server) serveConn(c net.Conn) {
 		if s.stream(c, line) {
 			return // the connection belonged to the stream
 		}
-		resp := s.handle(line)
+		resp := s.handle(line, cred)
 		c.SetWriteDeadline(time.Now().Add(10 * time.Second))
 		if err := enc.Encode(resp); err != nil {
 			return
@@ -219,7 +221,7 @@ func (s *Server) serveConn(c net.Conn) {
 	}
 }
 
-func (s *Server) handle(line []byte) (resp Response) {
+func (s *Server) handle(line []byte, cred Cred) (resp Response) {
 	var req Request
 	if err := json.Unmarshal(line, &req); err != nil {
 		return Response{Error: "bad request: " + err.Error()}
@@ -227,7 +229,18 @@ func (s *Server) handle(line []byte) (resp Response) {
 	if req.Method == "" {
 		return Response{Error: `bad request: missing "method"`}
 	}
+	s.mu.Lock()
+	ce, withCred := s.credHandlers[req.Method]
+	s.mu.Unlock()
 	h, ok := s.handlers[req.Method]
+	if withCred {
+		if ce.restricted {
+			if err := s.authorize(req.Method, cred); err != nil {
+				return Response{Error: err.Error()}
+			}
+		}
+		h, ok = func(p json.RawMessage) (any, error) { return ce.h(cred, p) }, true
+	}
 	if !ok {
 		return Response{Error: fmt.Sprintf("unknown method %q (have %s)", req.Method, strings.Join(s.methods(), ", "))}
 	}
@@ -261,6 +274,13 @@ func (s *Server) methods() []string {
 	for k := range s.streams {
 		names = append(names, k)
 	}
+	s.mu.Lock()
+	for k := range s.credHandlers {
+		if _, dup := s.handlers[k]; !dup {
+			names = append(names, k)
+		}
+	}
+	s.mu.Unlock()
 	slices.Sort(names)
 	return names
 }

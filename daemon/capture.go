@@ -17,8 +17,11 @@ import (
 // handleCapture writes the tunnel's datagrams as they crossed the wire
 // (IP + UDP + DCCP) to File for Seconds and, if DCCPFile is set, the same
 // datagrams in IP protocol 33 form to DCCPFile. Neither form changes a
-// DCCP byte. A capture configured in the file goes on meanwhile.
-func (d *Daemon) handleCapture(raw json.RawMessage) (any, error) {
+// DCCP byte. A capture configured in the file goes on meanwhile. It runs
+// for callers that passed the control socket's restricted-method check;
+// the files are created for caller (openCaptureFile), never an existing
+// one overwritten.
+func (d *Daemon) handleCapture(caller control.Cred, raw json.RawMessage) (any, error) {
 	var req control.CaptureRequest
 	if err := control.DecodeParams(raw, &req); err != nil {
 		return nil, err
@@ -30,13 +33,13 @@ func (d *Daemon) handleCapture(raw json.RawMessage) (any, error) {
 	if d.capFile != nil {
 		files = append(files, d.capFile)
 	}
-	onWire, err := capture.Create(req.File, pcapdccp.FormUDP, 0)
+	onWire, err := newCaptureFile(req.File, pcapdccp.FormUDP, caller)
 	if err != nil {
 		return nil, fmt.Errorf("capture: %w", err)
 	}
 	files = append(files, onWire)
 	if req.DCCPFile != "" {
-		native, err := capture.Create(req.DCCPFile, pcapdccp.FormDCCP, 0)
+		native, err := newCaptureFile(req.DCCPFile, pcapdccp.FormDCCP, caller)
 		if err != nil {
 			onWire.Close()
 			return nil, fmt.Errorf("capture: %w", err)

@@ -94,6 +94,7 @@ func New(cfg *config.Config, log *slog.Logger) (d *Daemon, err error) {
 	if err != nil {
 		return nil, err
 	}
+	epCfg.Security = engineSecurity(cfg, log)
 	if d.ep, err = mpdccp.NewEndpoint(epCfg); err != nil {
 		return nil, fmt.Errorf("engine: %w", err)
 	}
@@ -220,6 +221,7 @@ func (d *Daemon) Run(ctx context.Context, ready func()) error {
 		}
 		srv.SetStreams(control.Streams{control.MethodMonitor: d.monitor})
 		d.ctl = srv
+		registerRestricted(srv, d)
 		go srv.Serve()
 	}
 	if err := d.startMetrics(); err != nil {
@@ -228,7 +230,9 @@ func (d *Daemon) Run(ctx context.Context, ready func()) error {
 	name, _ := d.dev.Name()
 	d.log.Info("mptund running", "role", cfg.Connection.Role, "tun", name, "inner_mtu", d.innerMTU,
 		"paths", len(cfg.Paths), "listen", len(d.listen), "ccid", cfg.Connection.CCID, "scheduler", cfg.Connection.Scheduler,
-		"reorderer", cfg.Connection.Reorderer, "mode", cfg.Connection.Mode)
+		"reorderer", cfg.Connection.Reorderer, "mode", cfg.Connection.Mode,
+		"security", cfg.Connection.Security, "public_key", d.ep.PublicKey())
+	d.dropPrivileges()
 	if ready != nil {
 		ready()
 	}

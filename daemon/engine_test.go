@@ -30,6 +30,7 @@ const minimal = `[tunnel]
 addresses = ["10.99.0.2/24"]
 [connection]
 role = "client"
+security = "none"
 %s
 [[path]]
 name = "a"

@@ -54,6 +54,9 @@ func (d *Daemon) refreshMetrics(set *metrics.Set) {
 	set.Drop(metrics.DirRx, "ecn_not_ect").Store(st.Datapath.DroppedECN)
 	set.Drop(metrics.DirRx, "malformed").Store(st.Dropped["malformed"] + st.Dropped["checksum"])
 	set.Drop(metrics.DirRx, "unknown_conn").Store(st.Dropped["no-conn"])
+	for reason, label := range securityDrops {
+		set.Drop(metrics.DirRx, label).Store(st.Dropped[reason])
+	}
 }
 
 // Version is mptund's version in mptun_build_info; main sets it.

@@ -56,6 +56,9 @@ var reloadKeys = []reloadKey{
 	{"Connection.Switch", "connection.switch", true},
 	{"Connection.Advertise", "connection.advertise", true},
 	{"Connection.ReconnectMax", "connection.reconnect_max", true},
+	{"Connection.Security", "connection.security", false},
+	{"Connection.PrivateKey", "connection.private_key (or private_key_file)", false},
+	{"Peers", "peer", false},
 	{"Listen", "listen", false},
 	{"Paths", "path", true}, // per path: see pathChanges
 	{"Offload", "offload", false},

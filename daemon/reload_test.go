@@ -46,6 +46,7 @@ const cpe = `[tunnel]
 addresses = ["10.99.0.2/24"]
 [connection]
 role = "client"
+security = "none"
 scheduler = "rr"
 reorderer = "equalize"
 aqm = true

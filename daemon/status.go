@@ -37,6 +37,11 @@ func (d *Daemon) Status(ctx context.Context) (control.Status, error) {
 			}
 		}
 		st.ResetsSent = es.ResetsSent
+		st.CookieReplies = es.CookieReplies
+		st.Security = cfg.Connection.Security
+		if ep.Sealed() {
+			st.PublicKey = ep.PublicKey().String()
+		}
 		// The engine decapsulates ECN (RFC 6040); the counters stay under
 		// "datapath" in the API, where they always were.
 		st.Datapath.DroppedECN, st.Datapath.MarkedCE = es.InnerECNDropped, es.InnerCEMarked
@@ -90,7 +95,10 @@ func (d *Daemon) connStatus(now mono.Time, c *mpdccp.Conn, set pathmgr.Settings,
 		DeliveredPackets: cs.DeliveredPackets, DeliveredBytes: cs.DeliveredBytes,
 		QueueDrops: cs.QueueDrops, Repaired: cs.Repaired, NACKsSent: cs.NACKsSent, NACKsReceived: cs.NACKsReceived,
 		Reorder: reorderStatus(cs.Reorder), AQM: aqmStatus(cs.AQM), SchedulerPicks: cs.Scheduler.Picks,
-		ReorderHoldMs: ms(rc.MaxHold), Repair: set.Retransmit && rc.HoldGaps}
+		ReorderHoldMs: ms(rc.MaxHold), Repair: set.Retransmit && rc.HoldGaps, AEAD: c.AEAD()}
+	if k := c.PeerKey(); !k.IsZero() {
+		out.Peer = k.String()
+	}
 	for _, p := range cs.Paths {
 		if p.ID < 0 {
 			continue // a dropped subflow saying goodbye
@@ -157,7 +165,7 @@ func (d *Daemon) handlers() control.Handlers {
 			defer cancel()
 			return d.Status(ctx)
 		},
-		control.MethodCapture: d.handleCapture,
+		// capture: registered with the caller's credentials (privileges.go).
 		control.MethodSet: func(raw json.RawMessage) (any, error) {
 			var req control.SetRequest
 			if err := control.DecodeParams(raw, &req); err != nil {

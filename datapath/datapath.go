@@ -516,6 +516,15 @@ func (d *Datapath) handleTUN(now mono.Time, b *tunBatch) {
 // route picks the connection for an inner packet: the only one on a
 // client, or on a concentrator the one its destination was learned from.
 func (d *Datapath) route(pkt []byte, conns []*mpdccp.Conn) *mpdccp.Conn {
+	if d.ep.Sealed() {
+		// Secure mode: cryptokey routing by the peers' allowed IPs, never
+		// by learnt source addresses.
+		dst, ok := innerAddr(pkt, false)
+		if !ok {
+			return nil
+		}
+		return d.ep.RouteInner(dst)
+	}
 	if len(conns) == 1 {
 		return conns[0]
 	}
@@ -652,7 +661,7 @@ func (d *Datapath) flushDeliver(now mono.Time) {
 			break
 		}
 		pkt := out[tunOffset : tunOffset+n]
-		if c != nil && len(d.ep.Conns()) > 1 {
+		if c != nil && len(d.ep.Conns()) > 1 && !d.ep.Sealed() {
 			if src, ok := innerAddr(pkt, true); ok {
 				if d.routes[src] != c {
 					d.routes[src] = c

@@ -50,7 +50,8 @@ const (
 )
 
 // DropReasons are the known values of the reason label.
-var DropReasons = []string{"queue_full", "aqm", "too_big", "no_path", "malformed", "unknown_conn", "auth", "duplicate", "late", "ecn_not_ect", "tun_error", "socket_error"}
+var DropReasons = []string{"queue_full", "aqm", "too_big", "no_path", "malformed", "unknown_conn", "auth", "duplicate", "late", "ecn_not_ect", "tun_error", "socket_error",
+	"replay", "handshake", "unknown_peer", "downgrade", "rate_limited", "inner_source"}
 
 // Set holds all of mptun's own metrics.
 type Set struct {

@@ -22,6 +22,22 @@ type simCell struct {
 	delay  [2]time.Duration
 	loss   [2]float64
 	jitter [2]time.Duration
+	// reorder lets a path's jitter reorder its own packets (radio links
+	// with link-layer retransmission do); ge is bursty loss.
+	reorder [2]bool
+	ge      [2]*netsim.GilbertElliott
+}
+
+// swapped is the cell with its paths exchanged, to run the second path
+// alone.
+func (c simCell) swapped() simCell {
+	c.rate[0], c.rate[1] = c.rate[1], c.rate[0]
+	c.delay[0], c.delay[1] = c.delay[1], c.delay[0]
+	c.loss[0], c.loss[1] = c.loss[1], c.loss[0]
+	c.jitter[0], c.jitter[1] = c.jitter[1], c.jitter[0]
+	c.reorder[0], c.reorder[1] = c.reorder[1], c.reorder[0]
+	c.ge[0], c.ge[1] = c.ge[1], c.ge[0]
+	return c
 }
 
 func (c simCell) links(n int) []netsim.LinkConfig {
@@ -29,7 +45,7 @@ func (c simCell) links(n int) []netsim.LinkConfig {
 	for i := 0; i < n; i++ {
 		q := max(2*c.delay[i], 20*time.Millisecond)
 		ls = append(ls, netsim.LinkConfig{Rate: c.rate[i], Delay: c.delay[i], Loss: c.loss[i],
-			Jitter: c.jitter[i], Queue: int(c.rate[i] / 8 * q.Seconds())})
+			Jitter: c.jitter[i], Reorder: c.reorder[i], GE: c.ge[i], Queue: int(c.rate[i] / 8 * q.Seconds())})
 	}
 	return ls
 }

@@ -66,6 +66,7 @@ type Conn struct {
 	localCI, peerCI uint32
 	keys            connKeys
 	mpConfirmed     bool
+	sec             *connSec // secure mode (secure_handshake.go)
 
 	subflows     []*subflow
 	nextPathID   int

@@ -46,6 +46,7 @@ import (
 	"github.com/mptun/mptun/ccid/aqm"
 	"github.com/mptun/mptun/internal/defaults"
 	"github.com/mptun/mptun/internal/mono"
+	"github.com/mptun/mptun/mpdccp/noise"
 	"github.com/mptun/mptun/mpdccp/wire"
 	"github.com/mptun/mptun/reorder"
 	"github.com/mptun/mptun/scheduler"
@@ -112,6 +113,9 @@ type Config struct {
 	ECN bool
 	// InitialMPSeq, when non-zero, fixes the first MP_SEQ (tests).
 	InitialMPSeq uint64
+	// Security, when set, authenticates and encrypts everything
+	// (secure.go); nil is plain RFC 9897.
+	Security *Security
 }
 
 // Transmit describes a datagram PollTransmit wrote.
@@ -181,11 +185,20 @@ const (
 	DropDuplicate                     // duplicate MP_SEQ (redundant copy or replay)
 	DropNoMPSeq                       // data without MP_SEQ
 	DropClosed                        // connection closing
+	// Secure mode (secure.go): each of these fails closed.
+	DropAuth        // AEAD open failed or the packet may not be unsealed here
+	DropReplay      // sequence number seen before, or too old; replayed first message or join
+	DropHandshake   // malformed or unauthentic Noise message
+	DropUnknownPeer // handshake from a key not in the peer list
+	DropDowngrade   // Request offering only plain keys to a secure server
+	DropRateLimited // handshakes over a source's rate
+	DropInnerSource // inner source address outside the peer's allowed IPs
 	numDropReasons
 )
 
 var dropNames = [...]string{"malformed", "checksum", "no-conn", "out-of-window", "bad-option",
-	"bad-state", "bad-hmac", "too-busy", "bad-service", "duplicate", "no-mpseq", "closed"}
+	"bad-state", "bad-hmac", "too-busy", "bad-service", "duplicate", "no-mpseq", "closed",
+	"auth", "replay", "bad-handshake", "unknown-peer", "downgrade", "rate-limited", "inner-source"}
 
 func (r DropReason) String() string {
 	if int(r) < len(dropNames) {
@@ -201,6 +214,8 @@ type EndpointStats struct {
 	Dropped                   [numDropReasons]uint64 // indexed by DropReason
 	ResetsSent                uint64
 	EventsLost                uint64
+	CookieReplies             uint64 // secure server: cookie replies sent (under load)
+	CookiesTaken              uint64 // secure client: cookie replies accepted
 	// Inner packets that arrived under an outer CE mark (RFC 6040):
 	// marked CE, or dropped because they were Not-ECT.
 	InnerCEMarked, InnerECNDropped uint64
@@ -234,6 +249,10 @@ type Endpoint struct {
 	fb        ccid.Feedback
 	// testBadJoinHMAC corrupts the MP_HMAC of joins (tests).
 	testBadJoinHMAC bool
+	sec             *epSec // secure mode (secure.go); nil: plain RFC 9897
+	// limiter bounds the first-subflow Requests each source address may
+	// make the server process (both modes; secure.go).
+	limiter rateLimiter
 }
 
 type sfKey struct {
@@ -253,6 +272,8 @@ type statelessReply struct {
 	dstPort  uint16
 	seq, ack uint64
 	code     wire.ResetCode
+	exp      [1 + noise.CookieReplyLen]byte // MP_EXP data (secure cookie reply)
+	expLen   int
 }
 
 const maxStateless = 64
@@ -308,6 +329,14 @@ func NewEndpoint(cfg Config) (*Endpoint, error) {
 		runs:    make([]ccid.AckRun, 0, 256),
 	}
 	e.pool.size = cfg.MaxPacket
+	e.limiter.init(defaultHandshakeRate, defaultHandshakeBurst)
+	if cfg.Security != nil {
+		var err error
+		if e.sec, err = newEPSec(cfg.Security, cfg.Role, cfg.MaxPacket); err != nil {
+			return nil, err
+		}
+		e.limiter.init(e.sec.cfg.HandshakeRate, e.sec.cfg.HandshakeBurst)
+	}
 	e.ccidName = orDefault(cfg.CCID, defaults.CCID)
 	e.schedName = orDefault(cfg.Scheduler, defaults.Scheduler)
 	e.reoName = orDefault(cfg.Reorderer, defaults.Reorderer)
@@ -340,7 +369,12 @@ func orDefault(name, def string) string {
 
 // MaxPayload is the largest inner packet Conn.Send accepts: MaxPacket minus
 // the DataAck header, MP_SEQ and room for a short Ack Vector.
-func (e *Endpoint) MaxPayload() int { return e.cfg.MaxPacket - dataOverhead }
+func (e *Endpoint) MaxPayload() int {
+	if e.sec != nil {
+		return e.cfg.MaxPacket - dataOverhead - sealOverhead
+	}
+	return e.cfg.MaxPacket - dataOverhead
+}
 
 // dataOverhead: DataAck header 24 + MP_SEQ 9 + Ack Vector (2+5) + padding.
 const dataOverhead = 24 + 9 + 7 + 4
@@ -466,7 +500,11 @@ func (e *Endpoint) newConn(now mono.Time) (*Conn, error) {
 			break
 		}
 	}
-	if e.cfg.Role == Client {
+	if e.cfg.Role == Client && e.sec != nil {
+		if err := e.secInitClient(c); err != nil {
+			return nil, fmt.Errorf("mpdccp: handshake: %w", err)
+		}
+	} else if e.cfg.Role == Client {
 		c.keys.offered = make([][maxKeyLen]byte, len(keySchemes))
 		for i, s := range keySchemes {
 			copy(c.keys.offered[i][:], e.random(s.len))
@@ -493,6 +531,7 @@ func (e *Endpoint) removeConn(c *Conn) {
 	if e.byCI[c.localCI] == c {
 		delete(e.byCI, c.localCI)
 	}
+	e.secForget(c)
 	for _, sf := range c.subflows {
 		e.unindex(sf)
 	}
@@ -539,8 +578,11 @@ func (e *Endpoint) pickPort(remotePort uint16) uint16 {
 }
 
 func (e *Endpoint) queueReset(local int, remote netip.AddrPort, src netip.Addr, p *wire.Packet, code wire.ResetCode) {
-	if p.Type == wire.TypeReset {
-		return // never answer a Reset with a Reset (RFC 4340 §8.5)
+	if p.Type == wire.TypeReset || e.sec != nil {
+		// Never answer a Reset with a Reset (RFC 4340 §8.5). A secure end
+		// stays silent: an unauthenticated Reset means nothing to its
+		// peer, and silence reflects nothing.
+		return
 	}
 	if len(e.stateless) >= maxStateless {
 		return
@@ -573,14 +615,15 @@ func (e *Endpoint) HandleDatagram(now mono.Time, local int, from netip.AddrPort,
 	}
 	key := sfKey{remote: from, local: p.DstPort, rem: p.SrcPort}
 	sf := e.byKey[key]
+	opened := false
 	if sf == nil && p.Type != wire.TypeRequest {
-		sf = e.rebind(now, from, p, residual)
+		sf, opened = e.rebind(now, from, p, residual, b, ecn)
 	}
 	if sf == nil {
 		// No flow to hold a NAT residual against: the kernel's UDP checksum
 		// vouches for the datagram (see checksum.go).
 		if p.Type == wire.TypeRequest && e.cfg.Role == Server {
-			e.handleRequest(now, local, from, to, p, residual)
+			e.handleRequest(now, local, from, to, p, residual, b)
 			return
 		}
 		e.drop(DropNoConn)
@@ -592,9 +635,12 @@ func (e *Endpoint) HandleDatagram(now mono.Time, local int, from netip.AddrPort,
 		}
 		return
 	}
-	if !sf.checksumOK(p, residual) {
+	if !opened && !sf.checksumOK(p, residual) {
 		e.drop(DropChecksum)
 		return
+	}
+	if e.sec != nil && !opened && !sf.conn.secOpen(now, sf, b, p, ecn) {
+		return // secure mode: unauthenticated, dropped and counted
 	}
 	if to.IsValid() && !to.IsUnspecified() && to != sf.localAddr.Addr() {
 		// A wildcard-bound socket learns its address per datagram.
@@ -605,8 +651,9 @@ func (e *Endpoint) HandleDatagram(now mono.Time, local int, from netip.AddrPort,
 
 // rebind finds a subflow for a packet from an unknown address by its DCCP
 // ports and a sequence number valid for that subflow (NAT rebinding), and
-// moves the subflow to the new address.
-func (e *Endpoint) rebind(now mono.Time, from netip.AddrPort, p *wire.Packet, residual uint16) *subflow {
+// moves the subflow to the new address. In secure mode only a packet that
+// opens under the subflow's key moves it (opened reports that it was).
+func (e *Endpoint) rebind(now mono.Time, from netip.AddrPort, p *wire.Packet, residual uint16, b []byte, ecn uint8) (*subflow, bool) {
 	for _, sf := range e.byPorts[portKey{p.DstPort, p.SrcPort}] {
 		// Only a packet newer than anything received may move a subflow: a
 		// replayed packet from another address must not hijack it.
@@ -614,14 +661,25 @@ func (e *Endpoint) rebind(now mono.Time, from netip.AddrPort, p *wire.Packet, re
 			!sf.rebindChecksumOK(from, p, residual) {
 			continue
 		}
-		e.unindex(sf)
-		old := sf.remote
-		sf.remote = from
-		e.index(sf)
-		e.emit(Event{Kind: EventPathRebind, Conn: sf.conn, Path: sf.id, Remote: from, Reason: "from " + old.String()})
-		return sf
+		if e.sec != nil {
+			if !e.secRebindOpen(now, sf, p, b, ecn) {
+				continue
+			}
+			e.moveSubflow(sf, from)
+			return sf, true
+		}
+		e.moveSubflow(sf, from)
+		return sf, false
 	}
-	return nil
+	return nil, false
+}
+
+func (e *Endpoint) moveSubflow(sf *subflow, from netip.AddrPort) {
+	e.unindex(sf)
+	old := sf.remote
+	sf.remote = from
+	e.index(sf)
+	e.emit(Event{Kind: EventPathRebind, Conn: sf.conn, Path: sf.id, Remote: from, Reason: "from " + old.String()})
 }
 
 // PollTransmit writes the next datagram that may leave now into buf.
@@ -634,6 +692,9 @@ func (e *Endpoint) PollTransmit(now mono.Time, buf []byte) (Transmit, bool) {
 		e.stateless = append(e.stateless[:0], e.stateless[1:]...)
 		h := wire.Header{SrcPort: r.srcPort, DstPort: r.dstPort, Type: wire.TypeReset, Seq: r.seq, Ack: r.ack, ResetCode: r.code}
 		if e.bld.Begin(buf, &h) == nil {
+			if r.expLen > 0 {
+				_ = e.bld.MP(&wire.MPOption{Type: wire.MPExp, Raw: r.exp[:r.expLen]})
+			}
 			if n, err := e.bld.Finish(nil); err == nil {
 				wire.SetChecksum(buf[:n], r.src, r.remote.Addr())
 				e.stats.ResetsSent++

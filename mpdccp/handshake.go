@@ -11,7 +11,7 @@ import (
 	"github.com/mptun/mptun/mpdccp/wire"
 )
 
-func (e *Endpoint) handleRequest(now mono.Time, local int, from netip.AddrPort, to netip.Addr, p *wire.Packet, residual uint16) {
+func (e *Endpoint) handleRequest(now mono.Time, local int, from netip.AddrPort, to netip.Addr, p *wire.Packet, residual uint16, b []byte) {
 	if p.ServiceCode != e.cfg.ServiceCode {
 		e.drop(DropBadService)
 		e.queueReset(local, from, to, p, wire.ResetBadServiceCode)
@@ -24,6 +24,7 @@ func (e *Endpoint) handleRequest(now mono.Time, local int, from netip.AddrPort, 
 		haveKey     bool
 		haveJoin    bool
 		mo          wire.MPOption
+		exp         []byte // MP_EXP: the Noise first message in secure mode
 	)
 	it := wire.NewOptionIter(p.Options)
 	for {
@@ -47,6 +48,8 @@ func (e *Endpoint) handleRequest(now mono.Time, local int, from netip.AddrPort, 
 				key, haveKey = mo, true
 			case wire.MPJoin:
 				join, haveJoin = mo, true
+			case wire.MPExp:
+				exp = mo.Raw
 			}
 		}
 	}
@@ -68,6 +71,9 @@ func (e *Endpoint) handleRequest(now mono.Time, local int, from netip.AddrPort, 
 			e.drop(DropNoConn)
 			e.queueReset(local, from, to, p, wire.ResetNoConnection)
 			return
+		}
+		if e.sec != nil && !e.secCheckJoin(c, b, p, join.Nonce) {
+			return // forged or replayed join: no subflow, no answer
 		}
 		live := 0
 		for _, sf := range c.subflows {
@@ -93,6 +99,14 @@ func (e *Endpoint) handleRequest(now mono.Time, local int, from netip.AddrPort, 
 		sf.noncePeer = join.Nonce
 		sf.nonceLocal = e.rand32()
 		c.acceptSubflow(now, sf, p)
+		return
+	}
+	if e.sec != nil {
+		e.secAccept(now, local, from, to, p, key, exp)
+		return
+	}
+	if !e.limiter.allow(now, from.Addr()) {
+		e.drop(DropRateLimited)
 		return
 	}
 	if len(e.conns) >= e.cfg.MaxConns {
@@ -136,6 +150,9 @@ func (c *Conn) acceptSubflow(now mono.Time, sf *subflow, p *wire.Packet) {
 	sf.respUntil = now.Add(respondTimeout)
 	sf.lastHeard = now
 	sf.stats.PacketsIn++
+	if c.sec != nil {
+		sf.crypt = c.secSubflowKeys(now, sf)
+	}
 	c.ep.index(sf)
 	// Process the Request's feature options (Change R MP_CAPABLE etc).
 	c.handleFeatures(sf, p.Options)
@@ -169,6 +186,7 @@ func (c *Conn) subflowOpen(now mono.Time, sf *subflow) {
 	c.ep.emit(Event{Kind: EventPathUp, Conn: c, Path: sf.id, Remote: sf.remote, Reason: "established"})
 	if c.state == Connecting && !sf.join {
 		c.state = Open
+		c.ep.secConnOpen(now, c)
 		c.ep.emit(Event{Kind: EventConnOpen, Conn: c, Path: sf.id, Remote: sf.remote})
 		if c.ep.cfg.Role == Client {
 			joins := c.pendingJoins
@@ -199,7 +217,9 @@ func (c *Conn) handleResponse(now mono.Time, sf *subflow, p *wire.Packet, ro *rx
 		return
 	}
 	if !sf.join {
-		if !ro.hasKey || !c.keys.acceptChosen(ro.key) {
+		// Secure mode: secOpenResponse has set the keys from the Noise
+		// handshake before this packet could be read at all.
+		if !ro.hasKey || c.sec == nil && !c.keys.acceptChosen(ro.key) || c.sec != nil && !c.sec.ready {
 			e.drop(DropBadOption)
 			sf.resetOut, sf.resetCode = true, wire.ResetOptionError
 			c.failSubflow(sf, wire.ResetOptionError, "bad MP_KEY in Response")
@@ -255,4 +275,25 @@ func (c *Conn) handleReset(now mono.Time, sf *subflow, p *wire.Packet, ro *rxOpt
 		return
 	}
 	c.subflowClosed(sf, p.ResetCode, reason)
+}
+
+// putHandshake adds the handshake options of a packet of type typ on sf:
+// MP_KEY (and in secure mode the Noise message), MP_JOIN, MP_HMAC.
+func (c *Conn) putHandshake(b *wire.Builder, sf *subflow, typ wire.Type) {
+	switch {
+	case typ == wire.TypeRequest && !sf.join && c.sec != nil,
+		typ == wire.TypeResponse && !sf.join && c.sec != nil:
+		c.putSecureKey(b, typ)
+	case typ == wire.TypeRequest && !sf.join:
+		c.putKey(b)
+	case typ == wire.TypeRequest && sf.join:
+		_ = b.MP(&wire.MPOption{Type: wire.MPJoin, AddrID: sf.addrID, Token: c.peerCI, Nonce: sf.nonceLocal})
+	case typ == wire.TypeResponse && !sf.join:
+		c.putKey(b)
+	case typ == wire.TypeResponse && sf.join:
+		_ = b.MP(&wire.MPOption{Type: wire.MPJoin, AddrID: sf.addrID, Token: c.peerCI, Nonce: sf.nonceLocal})
+		c.putJoinHMAC(b, sf)
+	case sf.state == sfPartOpen && sf.join && typ != wire.TypeReset:
+		c.putJoinHMAC(b, sf)
+	}
 }

@@ -49,10 +49,33 @@ type connKeys struct {
 	peer     [maxKeyLen]byte
 	offered  [][maxKeyLen]byte // client: one key per entry of keySchemes
 	localLen int
+	// secure holds the keys derived from the Noise handshake (secure
+	// mode); when set, they replace the plain keys' d-keys and close keys.
+	secure *sessionKeys
 }
+
+// noiseScheme is MP_KEY type 255 in secure mode: the key data are the
+// Noise ephemeral keys, which key nothing (see sessionKeys).
+var noiseScheme = keyScheme{typ: wire.KeyTypeExperimental, len: 64, derive: plainDerive}
+
+// setNoise records the MP_KEY data of a secure handshake.
+func (k *connKeys) setNoise(local, peer []byte) {
+	k.ks = &noiseScheme
+	clear(k.local[:])
+	clear(k.peer[:])
+	copy(k.local[:], local)
+	copy(k.peer[:], peer)
+	k.localLen = 64
+}
+
+// ready reports whether the keys that MP_HMAC needs exist.
+func (k *connKeys) ready() bool { return k.ks != nil }
 
 func (k *connKeys) localKey() []byte { return k.local[:k.localLen] }
 func (k *connKeys) peerKey() []byte {
+	if k.secure != nil {
+		return k.secure.closePeer[:]
+	}
 	if k.ks == nil {
 		return nil
 	}
@@ -60,11 +83,33 @@ func (k *connKeys) peerKey() []byte {
 }
 
 // ownDKey and peerDKey append the derived keys of this side and of the peer.
-func (k *connKeys) ownDKey(dst []byte) []byte  { return k.ks.derive(dst, k.localKey(), k.peerKey()) }
-func (k *connKeys) peerDKey(dst []byte) []byte { return k.ks.derive(dst, k.peerKey(), k.localKey()) }
+// Before the key scheme is set there are none (empty keys: no MP_HMAC can
+// match, see ready).
+func (k *connKeys) ownDKey(dst []byte) []byte {
+	switch {
+	case k.secure != nil:
+		return append(dst, k.secure.hmacOwn[:]...)
+	case k.ks == nil:
+		return dst
+	}
+	return k.ks.derive(dst, k.localKey(), k.peerKey())
+}
+
+func (k *connKeys) peerDKey(dst []byte) []byte {
+	switch {
+	case k.secure != nil:
+		return append(dst, k.secure.hmacPeer[:]...)
+	case k.ks == nil:
+		return dst
+	}
+	return k.ks.derive(dst, k.peerKey(), k.localKey())
+}
 
 // isOwnKey reports whether data (from MP_CLOSE or MP_FAST_CLOSE) is our key.
 func (k *connKeys) isOwnKey(data []byte) bool {
+	if k.secure != nil {
+		return hmac.Equal(data, k.secure.closeOwn[:])
+	}
 	return k.ks != nil && hmac.Equal(data, k.localKey())
 }
 

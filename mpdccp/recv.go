@@ -281,6 +281,13 @@ func (c *Conn) receiveData(now mono.Time, sf *subflow, p *wire.Packet, ro *rxOpt
 	if len(p.Payload) == 0 {
 		return
 	}
+	if c.sec != nil && c.sec.peer != nil {
+		// Cryptokey routing: a peer sources only its allowed IPs.
+		if src, ok := innerSource(p.Payload); !ok || !c.sec.peer.allows(src) {
+			c.ep.drop(DropInnerSource)
+			return
+		}
+	}
 	c.noteData(now)
 	c.stats.Received++
 	if now.Sub(c.pathInfoAt) >= pathInfoEvery {
@@ -405,6 +412,12 @@ func (c *Conn) handlePrio(sf *subflow, mo *wire.MPOption, ro *rxOpts, raw []byte
 
 // handleAddrOption processes MP_ADDADDR/MP_REMOVEADDR with its MP_HMAC.
 func (c *Conn) handleAddrOption(now mono.Time, sf *subflow, mo *wire.MPOption, mac []byte, ro *rxOpts) {
+	if !c.keys.ready() {
+		// Before the key exchange completed (say, on a Response) there is
+		// no key to check the HMAC with: ignore it, as a bad one.
+		c.ep.drop(DropBadHMAC)
+		return
+	}
 	var in [32]byte
 	msg := wire.HMACInput(in[:0], mo)
 	var want [20]byte

@@ -151,6 +151,7 @@ type subflow struct {
 	peerRTT   time.Duration
 	rttSentAt mono.Time
 	stats     PathCounters
+	crypt     *sfCrypto // secure mode: packet keys, replay window
 
 	// Loss estimate (lossEstimate).
 	lossRate           float64
@@ -456,6 +457,10 @@ type pktSpec struct {
 func (c *Conn) build(now mono.Time, sf *subflow, buf []byte, ps *pktSpec) (Transmit, bool) {
 	e := c.ep
 	b := &e.bld
+	buf, seal, ok := c.secReserve(sf, ps.typ, buf) // secure mode: room for the tag
+	if !ok {
+		return Transmit{}, false
+	}
 	h := wire.Header{SrcPort: sf.localPort, DstPort: sf.remotePort, Type: ps.typ, Seq: sf.nextSeq()}
 	if ps.typ.HasAck() {
 		h.Ack = sf.gsr
@@ -515,20 +520,7 @@ func (c *Conn) build(now mono.Time, sf *subflow, buf []byte, ps *pktSpec) (Trans
 			}
 		}
 	}
-	// Handshake options.
-	switch {
-	case ps.typ == wire.TypeRequest && !sf.join:
-		c.putKey(b)
-	case ps.typ == wire.TypeRequest && sf.join:
-		_ = b.MP(&wire.MPOption{Type: wire.MPJoin, AddrID: sf.addrID, Token: c.peerCI, Nonce: sf.nonceLocal})
-	case ps.typ == wire.TypeResponse && !sf.join:
-		c.putKey(b)
-	case ps.typ == wire.TypeResponse && sf.join:
-		_ = b.MP(&wire.MPOption{Type: wire.MPJoin, AddrID: sf.addrID, Token: c.peerCI, Nonce: sf.nonceLocal})
-		c.putJoinHMAC(b, sf)
-	case sf.state == sfPartOpen && sf.join && ps.typ != wire.TypeReset:
-		c.putJoinHMAC(b, sf)
-	}
+	c.putHandshake(b, sf, ps.typ)
 	// Acknowledgement state.
 	carriesAck := ps.typ == wire.TypeAck || ps.typ == wire.TypeDataAck
 	if carriesAck && sf.state >= sfPartOpen || ps.typ == wire.TypeAck && sf.state == sfRespond {
@@ -561,6 +553,7 @@ func (c *Conn) build(now mono.Time, sf *subflow, buf []byte, ps *pktSpec) (Trans
 		sf.gss = seqAdd(sf.gss, -1)
 		return Transmit{}, false
 	}
+	buf, n = c.secFinish(now, sf, buf, n, seal, ps, h.Seq)
 	wire.SetChecksum(buf[:n], sf.localAddr.Addr(), sf.remote.Addr())
 	sf.cc.OnPacketSent(now, h.Seq, n, ps.inFlight)
 	sf.lastSent = now

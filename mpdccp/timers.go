@@ -140,6 +140,7 @@ func (c *Conn) handleTimer(now mono.Time) {
 			i--
 		}
 	}
+	c.pruneSubflows()
 	if c.state == Open || c.state == Closing {
 		if last := c.lastHeard(); now.Sub(last) >= c.ep.cfg.IdleTimeout {
 			c.closeReason = "idle timeout"

@@ -31,6 +31,13 @@ func init() {
 //     that point and then takes the slower path as overflow. The send
 //     queue's AQM gives such a flow that much extra allowance (PickFlow's
 //     extra).
+//   - A flow that sends most of its packets on a slower path (the pinned
+//     path is the smaller one: a slow DSL line beside a fast LTE one) is
+//     pinned to that path instead, and the lower-delay path becomes its
+//     overflow, taken whenever the pin has no room. Waiting for the small
+//     path's queue to reach the delay difference before each overflow
+//     would otherwise cap the flow far below what the big path alone
+//     carries. The flow is already spread, so the move reorders nothing.
 type flowSched struct {
 	counters
 	flows []flowEntry // by flow bucket, grown on demand
@@ -40,6 +47,12 @@ type flowEntry struct {
 	primary  int       // path id the flow is pinned to, -1 for none
 	last     mono.Time // when the flow last had a packet scheduled
 	striping bool      // it used a slower path recently (hysteresis)
+	// share is the moving share of the flow's packets that took its
+	// pinned path (over about shareWindow packets).
+	share float32
+	// bulk: the pin moved for capacity (share); a pause of the flow
+	// shorter than bulkIdle does not move it back to the cheapest path.
+	bulk bool
 }
 
 // maxFlowBucket bounds the per-flow table.
@@ -56,6 +69,12 @@ const (
 	// stripeHysteresis: once spreading, a flow keeps using the slower path
 	// until its wait drops below this fraction of the threshold.
 	stripeHysteresis = 0.75
+	// A flow whose share on its pinned path drops below minShare moves
+	// its pin to the path carrying the rest; shareWindow packets is the
+	// memory of that share. Short flows never move.
+	minShare    = 0.4
+	shareWindow = 64
+	bulkIdle    = time.Second
 )
 
 func (*flowSched) Name() string { return "flow" }
@@ -167,8 +186,8 @@ func (s *flowSched) PickFlow(now mono.Time, paths []Path, f FlowPacket) FlowDeci
 	// A new flow, or one whose path failed, takes the cheapest path; an
 	// idle flow (a new flowlet) may move to it.
 	gap := flowletGap(paths, floor, repair)
-	if pi < 0 || pi != best && now.Sub(fe.last) > gap {
-		pi, fe.primary, fe.striping = best, paths[best].ID, false
+	if pi < 0 || pi != best && now.Sub(fe.last) > gap && (!fe.bulk || now.Sub(fe.last) > bulkIdle) {
+		pi, fe.primary, fe.striping, fe.share, fe.bulk = best, paths[best].ID, false, 1, false
 	}
 	fe.last = now
 	prim := &paths[pi]
@@ -186,6 +205,7 @@ func (s *flowSched) PickFlow(now mono.Time, paths []Path, f FlowPacket) FlowDeci
 	}
 	if ready(prim, now) {
 		s.pick(prim.ID)
+		fe.share += (1 - fe.share) / shareWindow
 		return FlowDecision{OK: true, Path: prim.ID, Extra: extra}
 	}
 	// The pinned path cannot send now: a ready slower path takes the
@@ -205,6 +225,10 @@ func (s *flowSched) PickFlow(now mono.Time, paths []Path, f FlowPacket) FlowDeci
 		if f.Sojourn >= need {
 			fe.striping = true
 			s.pick(q.ID)
+			if fe.share -= fe.share / shareWindow; fe.share < minShare {
+				// Most of the flow goes to q: pin it there.
+				fe.primary, fe.share, fe.striping, fe.bulk = q.ID, 1-fe.share, false, true
+			}
 			return FlowDecision{OK: true, Path: q.ID, Extra: extra}
 		}
 		if retry < 0 || need-f.Sojourn < retry {

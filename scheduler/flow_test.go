@@ -129,3 +129,42 @@ func TestFlowPickDoesNotAllocate(t *testing.T) {
 		t.Fatalf("%v allocations per PickFlow", n)
 	}
 }
+
+// A flow that sends most of its packets on the slower path (its pinned
+// path is the small one) is pinned there; a short pause keeps it there, a
+// long one starts it afresh on the fastest path. A short flow never moves.
+func TestFlowMovesToThePathCarryingMostOfIt(t *testing.T) {
+	s := mk(t, "flow")
+	now := mono.Time(0)
+	step := func(fastReady bool) FlowDecision {
+		now += mono.Time(ms)
+		return flowPick(t, s, now, twoPaths(fastReady, true), FlowPacket{Flow: 1, Sojourn: 40 * ms})
+	}
+	step(true)
+	// One packet in four fits on the fast path; the rest overflow.
+	for i := 0; i < 20; i++ {
+		step(i%4 == 0)
+	}
+	if d := step(true); d.Path != 0 {
+		t.Fatalf("after 20 packets the flow moved to path %d", d.Path)
+	}
+	for i := 0; i < 200; i++ {
+		step(i%4 == 0)
+	}
+	// Pinned to the slow path now: it takes packets when it can, whatever
+	// the flow's wait, and the fast path is its overflow.
+	if d := flowPick(t, s, now, twoPaths(true, true), FlowPacket{Flow: 1}); !d.OK || d.Path != 1 {
+		t.Fatalf("a flow mostly on the slow path: %+v, want pinned to it", d)
+	}
+	if d := flowPick(t, s, now, twoPaths(true, false), FlowPacket{Flow: 1}); !d.OK || d.Path != 0 {
+		t.Fatalf("slow path busy: %+v, want the fast path as overflow", d)
+	}
+	now += mono.Time(300 * ms) // longer than a flowlet gap, shorter than bulkIdle
+	if d := flowPick(t, s, now, twoPaths(true, true), FlowPacket{Flow: 1}); d.Path != 1 {
+		t.Fatalf("after a short pause: path %d, want the bulk flow's path", d.Path)
+	}
+	now += mono.Time(2 * time.Second)
+	if d := flowPick(t, s, now, twoPaths(true, true), FlowPacket{Flow: 1}); d.Path != 0 {
+		t.Fatalf("after a long pause: path %d, want the fastest path", d.Path)
+	}
+}

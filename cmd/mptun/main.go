@@ -10,7 +10,7 @@
 //	mptun capture -w FILE [-d 10s] [-dccp FILE2]  pcap of the tunnel's datagrams as on the wire (+ IP protocol 33 form)
 //	mptun monitor [--status] [--json]     live path and connection events
 //	mptun lab run FILE [--out DIR]        run a lab scenario
-//	mptun bench throughput|aggregate|handover|voip|cc [--json]
+//	mptun bench throughput|aggregate|handover|voip|cc|matrix|latency [--json]
 //
 // Global flags: -s SOCKET (default /run/mptun/mptun0.sock) or -i INSTANCE.
 package main
@@ -54,7 +54,9 @@ commands:
                                  FILE2: also as IP protocol 33) for DURATION
   monitor [--status] [-d DUR]    print path events as they happen (up, down, suspect, joins, rebinds, mode switches)
   lab run FILE [--out DIR]       run a lab scenario (root; in the mptun-lab program)
-  bench throughput|aggregate|handover|voip|cc [--json]   benchmarks against wireguard-go / kernel MPTCP (root; mptun-lab)
+  bench throughput|aggregate|handover|voip|cc|matrix|latency [--json]   benchmarks against wireguard-go / kernel MPTCP (root; mptun-lab)
+  genkey                         print a new private key (base64 X25519)
+  pubkey                         read a private key on stdin, print its public key
   version
 `)
 }
@@ -92,6 +94,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 		err = cmdMonitor(g, rest, stderr)
 	case "lab", "bench":
 		return labCommand(cmd, rest, g.json, stdout, stderr)
+	case "genkey":
+		err = cmdGenkey(rest, stdout)
+	case "pubkey":
+		err = cmdPubkey(rest, os.Stdin, stdout)
 	case "version":
 		fmt.Fprintln(stdout, "mptun", version)
 	case "help", "-h", "--help":
@@ -155,14 +161,20 @@ func printStatus(w io.Writer, st control.Status) {
 		fmt.Fprintf(w, "(the daemon speaks control API version %d, this mptun version %d: fields may be missing)\n",
 			st.APIVersion, control.APIVersion)
 	}
-	fmt.Fprintf(w, "%s %s  inner MTU %d  up %s\n", st.Role, st.Tunnel, st.InnerMTU,
-		(time.Duration(st.UptimeS) * time.Second).String())
+	fmt.Fprintf(w, "%s %s  inner MTU %d  up %s  security %s\n", st.Role, st.Tunnel, st.InnerMTU,
+		(time.Duration(st.UptimeS) * time.Second).String(), st.Security)
+	if st.PublicKey != "" {
+		fmt.Fprintf(w, "public key %s  cookie replies %d\n", st.PublicKey, st.CookieReplies)
+	}
 	if len(st.Conns) == 0 {
 		fmt.Fprintln(w, "no connection")
 	}
 	for _, c := range st.Conns {
 		fmt.Fprintf(w, "connection %s  CI %08x/%08x  scheduler %s  reorderer %s (hold %.0f ms, repair %v)  mode %s  queued %d\n",
 			c.State, c.LocalCI, c.PeerCI, c.Scheduler, c.Reorderer, c.ReorderHoldMs, c.Repair, st.Mode, c.Queued)
+		if c.Peer != "" {
+			fmt.Fprintf(w, "  peer %s  %s\n", c.Peer, c.AEAD)
+		}
 		fmt.Fprintf(w, "  sent %d pkts %s  delivered %d pkts %s  queue drops %d\n",
 			c.SentPackets, bytesStr(c.SentBytes), c.DeliveredPackets, bytesStr(c.DeliveredBytes), c.QueueDrops)
 		fmt.Fprintf(w, "  reorder: in order %d  held %d  path order %d  out of order %d  gaps skipped %d  late %d  dup %d  class (at once) %d\n",

@@ -55,6 +55,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, err)
 		return 2
 	}
+	if cfg.Connection.Security == config.SecurityNone {
+		fmt.Fprintf(stderr, "%s: warning: security = \"none\": no authentication, no encryption (plain RFC 9897)\n", *cfgPath)
+	}
 	if *check {
 		fmt.Fprintf(stdout, "%s: ok\n", *cfgPath)
 		return 0

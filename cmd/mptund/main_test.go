@@ -26,6 +26,8 @@ func TestCheckExitCodes(t *testing.T) {
 		{"bad scheduler", strings.Replace(base, `scheduler = "flow"`, `scheduler = "fastest"`, 1), `connection.scheduler: unknown`},
 		{"bad remote", strings.Replace(base, `remote = "198.51.100.1:6511"`, `remote = "nowhere"`, 1), `path.dsl.remote: invalid address`},
 		{"wrong type", strings.Replace(base, `send_queue = 1024`, `send_queue = "big"`, 1), `connection.send_queue: wrong type`},
+		{"no keys", strings.Replace(base, "\nprivate_key = ", "\n# private_key = ", 1), `connection.private_key: missing`},
+		{"downgrade to none with keys", strings.Replace(base, `security = "noise"`, `security = "none"`, 1), `connection.security: "none" (plain RFC 9897) with keys`},
 	}
 	dir := t.TempDir()
 	for _, tt := range tests {
@@ -52,5 +54,18 @@ func TestCheckExitCodes(t *testing.T) {
 	var out, errb bytes.Buffer
 	if code := run([]string{"-nope"}, &out, &errb); code != 2 {
 		t.Errorf("bad flag: exit %d", code)
+	}
+}
+
+// security = "none" passes -check alone, with a warning.
+func TestCheckSecurityNoneWarns(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "plain.toml")
+	text := "[connection]\nrole = \"client\"\nsecurity = \"none\"\n[[path]]\nname = \"a\"\nremote = \"192.0.2.1\"\n"
+	if err := os.WriteFile(p, []byte(text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var out, errb bytes.Buffer
+	if code := run([]string{"-check", "-c", p}, &out, &errb); code != 0 || !strings.Contains(errb.String(), "warning: security = \"none\"") {
+		t.Fatalf("exit %d, stderr %q", code, errb.String())
 	}
 }

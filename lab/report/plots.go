@@ -38,13 +38,16 @@ func (r *Results) Plot(dir string) ([]string, error) {
 			}
 		}
 	}
-	f := filepath.Join(dir, "owd_ccdf.png")
-	ok, err := plotOWD(r, f)
-	if err != nil {
-		return files, err
-	}
-	if ok {
-		files = append(files, f)
+	for name, plotFn := range map[string]func(*Results, string) (bool, error){
+		"owd_ccdf.png": plotOWD, "web_owd_ccdf.png": plotWebOWD} {
+		f := filepath.Join(dir, name)
+		ok, err := plotFn(r, f)
+		if err != nil {
+			return files, err
+		}
+		if ok {
+			files = append(files, f)
+		}
 	}
 	return files, nil
 }
@@ -127,24 +130,63 @@ func plotThroughput(run *Run, file string) error {
 // plotOWD draws the complementary CDF of one-way delay of every peer's
 // probe on a log scale down to p99.99, or p99.999 with ≥ 10^5 samples.
 func plotOWD(r *Results, file string) (bool, error) {
+	var series []CCDFSeries
+	for _, run := range r.Runs {
+		if run.Probe != nil {
+			series = append(series, CCDFSeries{Name: run.Peer, Sorted: run.Probe.OWD})
+		}
+	}
+	return PlotCCDF(file, r.Scenario+": probe one-way delay, complementary CDF", "one-way delay (ms)", series)
+}
+
+// plotWebOWD draws the web flows' per-packet one-way delay CCDF.
+func plotWebOWD(r *Results, file string) (bool, error) {
+	var series []CCDFSeries
+	for _, run := range r.Runs {
+		if run.WebOWD != nil {
+			series = append(series, CCDFSeries{Name: run.Peer, Sorted: run.WebOWD.OWD})
+		}
+	}
+	return PlotCCDF(file, r.Scenario+": web flows, per-packet one-way delay, complementary CDF", "one-way delay (ms)", series)
+}
+
+// CCDFSeries is one line of a CCDF plot: sorted samples.
+type CCDFSeries struct {
+	Name   string
+	Sorted []float64
+}
+
+// PlotCCDF draws complementary CDFs on a log scale down to p99.99, or
+// p99.999 when a series has ≥ 10^5 samples. It writes nothing and returns
+// false if no series has two points to draw.
+func PlotCCDF(file, title, xlabel string, series []CCDFSeries) (bool, error) {
 	p := plot.New()
-	p.Title.Text = r.Scenario + ": probe one-way delay, complementary CDF"
-	p.X.Label.Text = "one-way delay (ms)"
+	p.Title.Text = title
+	p.X.Label.Text = xlabel
 	p.Y.Label.Text = "fraction of packets with larger delay"
 	p.Y.Scale = plot.LogScale{}
 	p.Y.Tick.Marker = plot.LogTicks{Prec: -1}
 	any := false
 	floor := 1e-4
-	for _, run := range r.Runs {
-		if run.Probe != nil && len(run.Probe.OWD) >= 100000 {
+	lo, hi := math.Inf(1), 0.0
+	for _, s := range series {
+		if len(s.Sorted) >= 100000 {
 			floor = 1e-5
 		}
-	}
-	for i, run := range r.Runs {
-		if run.Probe == nil || len(run.Probe.OWD) == 0 {
-			continue
+		if n := len(s.Sorted); n > 0 {
+			lo, hi = math.Min(lo, s.Sorted[0]), math.Max(hi, s.Sorted[n-1])
 		}
-		owd := run.Probe.OWD
+	}
+	// Delays spanning decades (a few ms to seconds of recovery) on a
+	// log axis, so the body and the tail both show.
+	logX := lo > 0 && hi/lo > 50
+	if logX {
+		p.X.Scale = plot.LogScale{}
+		p.X.Tick.Marker = plot.LogTicks{Prec: -1}
+		p.X.Label.Text += " (log scale)"
+	}
+	for i, s := range series {
+		owd := s.Sorted
 		n := float64(len(owd))
 		// Thin to at most ~2000 points, keeping the tail exact.
 		var xy plotter.XYs
@@ -155,7 +197,11 @@ func plotOWD(r *Results, file string) (bool, error) {
 				break
 			}
 			if k%step == 0 || ccdf < 0.01 {
-				xy = append(xy, plotter.XY{X: owd[k], Y: ccdf})
+				x := owd[k]
+				if logX {
+					x = math.Max(x, lo)
+				}
+				xy = append(xy, plotter.XY{X: x, Y: ccdf})
 			}
 		}
 		if len(xy) < 2 {
@@ -168,7 +214,7 @@ func plotOWD(r *Results, file string) (bool, error) {
 		l.Color = plotutil.Color(i)
 		l.Dashes = plotutil.Dashes(i)
 		p.Add(l)
-		p.Legend.Add(run.Peer, l)
+		p.Legend.Add(s.Name, l)
 		any = true
 	}
 	if !any {

@@ -65,6 +65,12 @@ type Run struct {
 	Probe *traffic.ProbeResult `json:"probe,omitempty"`
 	VoIP  *traffic.ProbeResult `json:"voip,omitempty"`
 	Web   *traffic.WebResult   `json:"web,omitempty"`
+	// WebOWD is the per-packet one-way delay of the web flows' data.
+	WebOWD    *traffic.OWDResult      `json:"web_owd,omitempty"`
+	UDP       *traffic.CBRResult      `json:"udp,omitempty"`
+	Transfers *traffic.TransferResult `json:"transfers,omitempty"` // during the timed traffic
+	Idle      *Idle                   `json:"idle,omitempty"`      // before it
+	MPTCP     *MPTCPCheck             `json:"mptcp_check,omitempty"`
 
 	// CPU seconds used during the run by this process (emulator and
 	// generators) and by its helper processes (tunnel daemons), next to
@@ -245,6 +251,7 @@ func (r *Results) WriteSummary(out io.Writer) {
 		if run.VoIP != nil {
 			fmt.Fprintf(out, "%s voip: lost %d/%d, jitter %.2f ms, owd p99 %.2f ms\n", run.Peer, run.VoIP.Lost, run.VoIP.Sent, run.VoIP.JitterMs, run.VoIP.OWDms.P99)
 		}
+		writeLatency(out, run)
 		fmt.Fprintf(out, "%s cpu: lab process %.1f s, helpers %.1f s over %.1f s\n", run.Peer, run.CPU.LabS, run.CPU.ChildrenS, run.CPU.WallS)
 		for _, c := range run.Checks {
 			mark := "ok  "

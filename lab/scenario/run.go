@@ -35,6 +35,9 @@ type Options struct {
 	// 60 s demo into 15 s with the same shape), for quick CI runs.
 	Scale float64
 	Seed  uint64 // override the scenario's seed if non-zero
+	// OnPeer, if set, is called as each peer's run starts (progress
+	// displays of programs that run many scenarios).
+	OnPeer func(peer string)
 }
 
 const binWidth = 100 * time.Millisecond
@@ -112,6 +115,9 @@ func RunWith(ctx context.Context, file, outDir string, opt Options) (*report.Res
 			break
 		}
 		fmt.Fprintf(out, "lab: [%s] running\n", peer)
+		if opt.OnPeer != nil {
+			opt.OnPeer(peer)
+		}
 		self0, child0, wall0 := cpuTimes(), childCPUTimes(), time.Now()
 		run := runPeer(ctx, sc, peer, outDir, out)
 		run.CPU = report.CPU{LabS: cpuTimes() - self0, ChildrenS: childCPUTimes() - child0, WallS: time.Since(wall0).Seconds()}
@@ -185,6 +191,7 @@ func runPeer(ctx context.Context, sc *Scenario, peer, outDir string, out io.Writ
 		return fail(fmt.Errorf("setup: %w", err))
 	}
 	run.Note = ep.Note
+	run.Idle = runIdle(ctx, sc, tb, ep)
 	lr := newLiveRun(sc, tb, run, peer, out,
 		traffic.Env{Cli: tb.Cli, Srv: tb.Srv, ServerAddr: ep.ServerAddr, ClientBind: ep.ClientBind, MPTCP: ep.MPTCP, Start: mono.Now()})
 	run.Start = lr.env.Start
@@ -205,6 +212,7 @@ func runPeer(ctx context.Context, sc *Scenario, peer, outDir string, out io.Writ
 		}
 		run.PeerMetrics = m
 	}
+	finishLatency(run, lr.bulk, tb, ep)
 	lr.summarise()
 	if ctx.Err() != nil && run.Error == "" {
 		run.Error = "interrupted"
@@ -254,11 +262,8 @@ type liveRun struct {
 }
 
 func newLiveRun(sc *Scenario, tb *topo.Testbed, run *report.Run, peer string, out io.Writer, env traffic.Env) *liveRun {
-	lr := &liveRun{sc: sc, tb: tb, run: run, peer: peer, out: out, env: env, bulkDir: emu.BA,
+	lr := &liveRun{sc: sc, tb: tb, run: run, peer: peer, out: out, env: env, bulkDir: measuredDir(sc),
 		carrier: make([]bool, len(tb.Paths)), capBits: make([]float64, len(tb.Paths))}
-	if b := sc.Traffic.Bulk; b != nil {
-		lr.bulkDir = dirOfTraffic(b.Direction)
-	}
 	for i := range lr.carrier {
 		lr.carrier[i] = true
 	}
@@ -354,6 +359,7 @@ func (lr *liveRun) startTraffic(ctx context.Context, wg *sync.WaitGroup, ep Endp
 			run.VoIP = &r
 		}()
 	}
+	startLatencyTraffic(ctx, wg, sc, lr.tb, env, ep, run)
 	if w := sc.Traffic.Web; w != nil {
 		wg.Add(1)
 		go func() {

@@ -124,6 +124,10 @@ type TrafficConf struct {
 	Probe *ProbeConf `toml:"probe"`
 	Web   *WebConf   `toml:"web"`
 	VoIP  *VoIPConf  `toml:"voip"`
+	// Latency and UDP measurements (latency.go).
+	UDP       *UDPConf       `toml:"udp"`
+	Idle      *IdleConf      `toml:"idle"`
+	Transfers *TransfersConf `toml:"transfers"`
 }
 
 // BulkConf is long-running TCP.
@@ -144,6 +148,9 @@ type ProbeConf struct {
 type WebConf struct {
 	Rate float64 `toml:"rate"` // flows per second
 	CC   string  `toml:"cc"`
+	// Capture times every data segment of the web flows at both ends
+	// (per-packet one-way delay, report web_owd).
+	Capture bool `toml:"capture"`
 }
 
 // VoIPConf is 50 packets/s of 160 bytes.
@@ -343,6 +350,7 @@ func (sc *Scenario) validate() error {
 			bad("%s %q: want up or down", d.name, d.v)
 		}
 	}
+	errs = append(errs, sc.validateLatency()...)
 	return errors.Join(errs...)
 }
 

@@ -41,7 +41,10 @@ type BulkResult struct {
 	// run: retransmission timeouts (RTO) of the inner flow.
 	Timeouts uint64
 	Bins     Bins
-	Err      string `json:",omitempty"`
+	// MPTCP is what the kernel says about each sending MPTCP socket at
+	// the end of the run: really MPTCP or fallen back, and the subflows.
+	MPTCP []MPTCPConnInfo `json:",omitempty"`
+	Err   string          `json:",omitempty"`
 }
 
 // RunBulk runs the transfer until ctx ends.
@@ -70,7 +73,7 @@ func RunBulk(ctx context.Context, env Env, cfg BulkConfig) (BulkResult, error) {
 	dialErr := b.dial(ctx, env)
 	<-ctx.Done()
 	end := mono.Now()
-	b.stop()
+	b.stop(env.MPTCP)
 	ln.Close()
 	b.wg.Wait()
 	res := b.res
@@ -178,17 +181,38 @@ func (b *bulkRun) dial(ctx context.Context, env Env) error {
 	return nil
 }
 
-// stop reads the senders' retransmissions and closes every stream.
-func (b *bulkRun) stop() {
+// stop reads the senders' retransmissions (and MPTCP state) and closes
+// every stream.
+func (b *bulkRun) stop(mptcp bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	for _, c := range b.senders {
-		b.res.Retrans += retrans(c)
-	}
+	b.res.Retrans, b.res.MPTCP = senderStats(b.senders, mptcp)
 	for _, c := range b.conns {
 		c.Close()
 	}
 	b.closed = true
+}
+
+// senderStats sums the senders' retransmissions: over every subflow for
+// MPTCP sockets (whose TCP_INFO describes only the first subflow), and
+// inspects MPTCP sockets.
+func senderStats(senders []net.Conn, mptcp bool) (uint32, []MPTCPConnInfo) {
+	var n uint32
+	var infos []MPTCPConnInfo
+	for _, c := range senders {
+		if !mptcp {
+			n += retrans(c)
+			continue
+		}
+		info := InspectMPTCP(c)
+		infos = append(infos, info)
+		if len(info.SubflowStats) > 0 {
+			n += info.Retrans()
+		} else {
+			n += retrans(c)
+		}
+	}
+	return n, infos
 }
 
 // tcpExt reads one TcpExt counter (as nstat shows it) of a namespace.

@@ -57,6 +57,16 @@ func BoundedPareto(r *rand.Rand, alpha, lo, hi float64) float64 {
 	return math.Pow(-(u*ha-u*la-ha)/(ha*la), -1/alpha)
 }
 
+// BoundedParetoMean is the mean of BoundedPareto(alpha, lo, hi), to turn
+// a load (bit/s) into a flow arrival rate.
+func BoundedParetoMean(alpha, lo, hi float64) float64 {
+	if alpha == 1 {
+		return lo * hi / (hi - lo) * math.Log(hi/lo)
+	}
+	la := math.Pow(lo, alpha)
+	return la / (1 - math.Pow(lo/hi, alpha)) * alpha / (alpha - 1) * (1/math.Pow(lo, alpha-1) - 1/math.Pow(hi, alpha-1))
+}
+
 // RunWeb runs short flows until ctx ends; each flow asks the server for n
 // bytes and measures connect-to-last-byte time.
 func RunWeb(ctx context.Context, env Env, cfg WebConfig) (WebResult, error) {
@@ -117,7 +127,7 @@ func RunWeb(ctx context.Context, env Env, cfg WebConfig) (WebResult, error) {
 		go func() {
 			defer wg.Done()
 			start := mono.Now()
-			ok := fetch(ctx, env, cfg, size)
+			ok := fetch(ctx, env, cfg.Port, cfg.CC, size)
 			mu.Lock()
 			flows = append(flows, flow{size, mono.Now().Sub(start), ok, !ok && ctx.Err() != nil})
 			mu.Unlock()
@@ -161,8 +171,10 @@ func RunWeb(ctx context.Context, env Env, cfg WebConfig) (WebResult, error) {
 	return res, nil
 }
 
-func fetch(ctx context.Context, env Env, cfg WebConfig, size int) bool {
-	c, err := env.dialTCP(ctx, cfg.Port, cfg.CC)
+// fetch opens a fresh connection, asks the server for size bytes and reads
+// them to the end: what a web client's request costs, handshake included.
+func fetch(ctx context.Context, env Env, port int, cc string, size int) bool {
+	c, err := env.dialTCP(ctx, port, cc)
 	if err != nil {
 		return false
 	}

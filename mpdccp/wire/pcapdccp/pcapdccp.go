@@ -25,10 +25,6 @@ import (
 	"net/netip"
 	"time"
 
-	"github.com/google/gopacket"
-	"github.com/google/gopacket/layers"
-	"github.com/google/gopacket/pcapgo"
-
 	"github.com/mptun/mptun/mpdccp/wire"
 )
 
@@ -68,19 +64,33 @@ const MaxOverhead = 16 + 40 + 8
 // Writer writes datagrams wrapped in IPv4 or IPv6 headers. It is not safe
 // for concurrent use.
 type Writer struct {
-	w    *pcapgo.Writer
+	w    io.Writer
 	form Form
 	buf  []byte
 	id   uint16
 }
 
+// The classic pcap format (little-endian, microsecond timestamps) is
+// written here directly: a 24-byte file header, then a 16-byte header per
+// record. A library for it would add megabytes to the daemon.
+const (
+	pcapMagic     = 0xa1b2c3d4
+	linkTypeRaw   = 101 // LINKTYPE_RAW: the record starts with an IPv4 or IPv6 header
+	recordHdrSize = 16
+)
+
 // NewWriter writes a pcap file header (link type raw IP) to w.
 func NewWriter(w io.Writer, form Form) (*Writer, error) {
-	pw := pcapgo.NewWriter(w)
-	if err := pw.WriteFileHeader(SnapLen, layers.LinkTypeRaw); err != nil {
+	var h [24]byte
+	binary.LittleEndian.PutUint32(h[0:], pcapMagic)
+	binary.LittleEndian.PutUint16(h[4:], 2) // version 2.4
+	binary.LittleEndian.PutUint16(h[6:], 4)
+	binary.LittleEndian.PutUint32(h[16:], SnapLen)
+	binary.LittleEndian.PutUint32(h[20:], linkTypeRaw)
+	if _, err := w.Write(h[:]); err != nil {
 		return nil, fmt.Errorf("pcap: write file header: %w", err)
 	}
-	return &Writer{w: pw, form: form, buf: make([]byte, 0, 2048)}, nil
+	return &Writer{w: w, form: form, buf: make([]byte, 0, 2048)}, nil
 }
 
 // Form is the encapsulation w writes.
@@ -108,10 +118,16 @@ func (w *Writer) WritePacket(t time.Time, src, dst netip.AddrPort, dg []byte) er
 	if total > SnapLen {
 		return fmt.Errorf("pcap: packet of %d bytes exceeds %d", total, SnapLen)
 	}
-	if cap(w.buf) < total {
-		w.buf = make([]byte, 0, total)
+	if cap(w.buf) < recordHdrSize+total {
+		w.buf = make([]byte, 0, recordHdrSize+total)
 	}
-	b := w.buf[:total]
+	rec := w.buf[:recordHdrSize+total]
+	us := t.UnixMicro()
+	binary.LittleEndian.PutUint32(rec[0:], uint32(us/1e6))
+	binary.LittleEndian.PutUint32(rec[4:], uint32(us%1e6))
+	binary.LittleEndian.PutUint32(rec[8:], uint32(total))
+	binary.LittleEndian.PutUint32(rec[12:], uint32(total))
+	b := rec[recordHdrSize:]
 	w.putIP(b[:hl], sa, da, proto, ul+len(dg))
 	copy(b[hl+ul:], dg)
 	if ul > 0 {
@@ -122,8 +138,7 @@ func (w *Writer) WritePacket(t time.Time, src, dst netip.AddrPort, dg []byte) er
 		udp[6], udp[7] = 0, 0
 		binary.BigEndian.PutUint16(udp[6:], wire.UDPChecksum(sa, da, udp))
 	}
-	ci := gopacket.CaptureInfo{Timestamp: t, CaptureLength: total, Length: total}
-	if err := w.w.WritePacket(ci, b); err != nil {
+	if _, err := w.w.Write(rec); err != nil {
 		return fmt.Errorf("pcap: write packet: %w", err)
 	}
 	return nil
