@@ -513,8 +513,8 @@ func (d *Datapath) handleTUN(now mono.Time, b *tunBatch) {
 	}
 }
 
-// route picks the connection for an inner packet: the only one on a
-// client, or on a concentrator the one its destination was learned from.
+// route picks the connection for an inner packet: a client's open one, or
+// on a concentrator the one its destination was learned from.
 func (d *Datapath) route(pkt []byte, conns []*mpdccp.Conn) *mpdccp.Conn {
 	if d.ep.Sealed() {
 		// Secure mode: cryptokey routing by the peers' allowed IPs, never
@@ -527,6 +527,20 @@ func (d *Datapath) route(pkt []byte, conns []*mpdccp.Conn) *mpdccp.Conn {
 	}
 	if len(conns) == 1 {
 		return conns[0]
+	}
+	if d.ep.Role() == mpdccp.Client {
+		// A client has one connection, and a second only while it tries
+		// a fresh one beside a silent one (pathmgr): the open one
+		// carries the packets.
+		for _, c := range conns {
+			if c.State() == mpdccp.Open {
+				return c
+			}
+		}
+		if len(conns) > 0 {
+			return conns[0]
+		}
+		return nil
 	}
 	dst, ok := innerAddr(pkt, false)
 	if !ok {

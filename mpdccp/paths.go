@@ -160,3 +160,6 @@ func (c *Conn) ReordererName() string { return c.reo.Name() }
 
 // DefaultPrio is a path's MP_PRIO unless set otherwise (primary).
 const DefaultPrio = 3
+
+// Role is the endpoint's side of the handshake.
+func (e *Endpoint) Role() Role { return e.cfg.Role }

@@ -215,6 +215,7 @@ func (m *Manager) clientStep(now mono.Time) {
 		m.connLost(now, "no subflow left open")
 		return
 	}
+	m.checkPeer(now)
 	for _, p := range m.paths {
 		m.stepPath(now, p)
 	}
@@ -330,6 +331,19 @@ func (m *Manager) attemptFailed(p *path) {
 
 // startDial opens a connection over the next path that can carry one.
 func (m *Manager) startDial(now mono.Time) {
+	c, p, remote := m.dialOnce(now)
+	if c == nil {
+		m.redialAt = mono.Never // no path can dial: a socket or link event brings one
+		return
+	}
+	m.conn = c
+	m.dial = attempt{on: true, until: now.Add(m.cfg.AttemptTimeout), path: p.id}
+	m.emit(now, EventDial, c.ID(), p.id, remote, "from %v", m.pathConfig(p).LocalAddr)
+}
+
+// dialOnce starts a connection over the next path that can carry one
+// (nil: none can).
+func (m *Manager) dialOnce(now mono.Time) (*mpdccp.Conn, *path, netip.AddrPort) {
 	n := len(m.paths)
 	for k := 0; k < n; k++ {
 		p := m.paths[(m.dialNext+k)%n]
@@ -343,12 +357,9 @@ func (m *Manager) startDial(now mono.Time) {
 			m.emit(now, EventSocketError, 0, p.id, pc.Remote, "dial: %v", err)
 			continue
 		}
-		m.conn = c
-		m.dial = attempt{on: true, until: now.Add(m.cfg.AttemptTimeout), path: p.id}
-		m.emit(now, EventDial, c.ID(), p.id, pc.Remote, "from %v", pc.LocalAddr)
-		return
+		return c, p, pc.Remote
 	}
-	m.redialAt = mono.Never // no path can dial: a socket or link event brings one
+	return nil, nil, netip.AddrPort{}
 }
 
 func (m *Manager) anyOtherDialable(p *path) bool {
@@ -389,6 +400,9 @@ func (m *Manager) clientEvent(now mono.Time, ev mpdccp.Event) {
 	var connID uint32
 	if ev.Conn != nil {
 		connID = ev.Conn.ID()
+	}
+	if m.trialEvent(now, ev) {
+		return
 	}
 	current := ev.Conn != nil && ev.Conn == m.conn
 	p := m.pathByID(ev.Path)
@@ -503,6 +517,10 @@ func (m *Manager) connClosed(now mono.Time, ev mpdccp.Event) {
 	}
 	stable := m.openedAt != 0 && now.Sub(m.openedAt) >= 5*time.Second && !wasDial
 	m.openedAt = 0
+	if !wasDial && !m.stopped && m.adoptTrial() {
+		m.emit(now, EventConnClosed, c.ID(), -1, netip.AddrPort{}, "%s (the fresh connection %08x is opening)", ev.Reason, m.conn.ID())
+		return
+	}
 	if stable {
 		m.backoff.reset()
 	}

@@ -185,6 +185,7 @@ type Manager struct {
 	redialAt mono.Time // next connection attempt
 	backoff  backoff
 	openedAt mono.Time
+	trial    trialState               // a fresh connection tried while every path is silent
 	peerAddr map[uint8]netip.AddrPort // addresses the peer advertised
 
 	// OS state learnt from events: link up/down and addresses per link.
@@ -212,6 +213,7 @@ func New(cfg Config, ep *mpdccp.Endpoint, socks Sockets) (*Manager, error) {
 	m := &Manager{cfg: cfg, ep: ep, socks: socks, links: map[string]*link{}, peerAddr: map[uint8]netip.AddrPort{},
 		serverAdv: map[*mpdccp.Conn]bool{}, redialAt: mono.Never, nextTick: mono.Never}
 	m.backoff = backoff{min: cfg.BackoffMin, max: cfg.BackoffMax}
+	m.trial.back = m.backoff
 	for i, p := range cfg.Paths {
 		m.paths = append(m.paths, newPath(i, p, &m.cfg))
 	}
@@ -252,6 +254,11 @@ func (m *Manager) Stop(now mono.Time) {
 	}
 	m.stopped = true
 	m.dial.on = false
+	if c := m.trial.conn; c != nil {
+		m.trial.conn = nil
+		c.Abort(now)
+	}
+	m.trial.nextAt = 0
 	m.emit(now, EventSettings, m.connID(), -1, netip.AddrPort{}, "%s", "stopping: no more dials or joins")
 }
 
@@ -266,6 +273,7 @@ func (m *Manager) Deadline() mono.Time {
 			d = mono.Min(d, m.redialAt)
 		}
 		d = mono.Min(d, m.dial.deadline())
+		d = mono.Min(d, m.trial.deadline())
 		if m.conn != nil {
 			m.infos = m.conn.PathInfos(m.infos[:0])
 		}

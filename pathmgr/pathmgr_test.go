@@ -56,9 +56,22 @@ func TestDialAndJoin(t *testing.T) {
 // outage closes the connection by its idle timeout; redials then follow
 // the capped backoff.
 func TestServerRestart(t *testing.T) {
-	for _, down := range []time.Duration{5 * time.Second, 45 * time.Second} {
-		t.Run(down.String(), func(t *testing.T) {
-			w := newTwoPathWorld(t, 2)
+	for _, tc := range []struct {
+		secure bool
+		down   time.Duration
+	}{{false, 5 * time.Second}, {false, 45 * time.Second}, {true, 5 * time.Second}, {true, 45 * time.Second}} {
+		name := "plain-" + tc.down.String()
+		if tc.secure {
+			// No Reset from the new concentrator is believed: the
+			// client finds out with a fresh connection beside the
+			// silent one (peercheck.go).
+			name = "secure-" + tc.down.String()
+		}
+		down := tc.down
+		t.Run(name, func(t *testing.T) {
+			w := newWorld(t, worldConfig{seed: 2, ifs: []string{"dsl0", "lte0"}, cli: clientConfig(twoPaths()),
+				srvM: Config{Settings: repairSettings()}, eng: repairEngine(), secure: tc.secure})
+			w.start()
 			if w.until(5*time.Second, w.allOpen(2)) == 0 {
 				t.Fatalf("paths not open:\n%s", w.eventLog(0))
 			}
@@ -81,6 +94,15 @@ func TestServerRestart(t *testing.T) {
 			}
 			if w.cliMgr.Conn() == first {
 				t.Error("still the old connection")
+			}
+			if tc.secure && !strings.Contains(w.eventLog(0), "trying a fresh connection") {
+				t.Errorf("no fresh connection beside the silent one:\n%s", w.eventLog(0))
+			}
+			if testing.Verbose() {
+				t.Logf("%s", w.eventLog(0))
+			}
+			if n := len(w.cli.Conns()); n != 1 {
+				t.Errorf("client holds %d connections", n)
 			}
 			t.Logf("traffic flows %v after the concentrator is back; %d dials", got.Sub(back), w.count(0, EventDial))
 		})
@@ -332,6 +354,56 @@ func TestLongOutageRejoins(t *testing.T) {
 		t.Errorf("concentrator holds %d subflows:\n%s", n, w.eventLog(1))
 	}
 	t.Logf("lte back %v after a 3-minute outage", at.Sub(back))
+}
+
+// Every path silent for 20 s while the concentrator lives (the CPE's
+// networks were all out): the tunnel carries traffic again within a few
+// seconds, over the old connection or a fresh one the concentrator
+// accepted in its place, never both; fresh connection attempts during the
+// outage follow the backoff.
+func TestEveryPathSilent(t *testing.T) {
+	for _, secure := range []bool{false, true} {
+		t.Run(fmt.Sprintf("secure=%v", secure), func(t *testing.T) {
+			w := newWorld(t, worldConfig{seed: 11, ifs: []string{"dsl0", "lte0"}, cli: clientConfig(twoPaths()),
+				srvM: Config{Settings: repairSettings()}, eng: repairEngine(), secure: secure})
+			w.start()
+			if w.until(5*time.Second, w.allOpen(2)) == 0 {
+				t.Fatalf("paths not open:\n%s", w.eventLog(0))
+			}
+			w.sendTraffic(0, 200, 10*time.Minute)
+			w.run(2 * time.Second)
+			dials := w.count(0, EventDial)
+			for _, f := range w.ifs {
+				f.blackhole = true
+			}
+			w.run(20 * time.Second)
+			tries := w.count(0, EventDial) - dials
+			for _, f := range w.ifs {
+				f.blackhole = false
+			}
+			back := w.sim.Now()
+			got := w.until(10*time.Second, func() bool { return w.firstDeliveryAfter(1, back) != 0 })
+			if got == 0 || got.Sub(back) > 3*time.Second {
+				t.Fatalf("traffic flows %v after the outage, want within 3 s:\n%s", got.Sub(back), w.eventLog(0))
+			}
+			if w.until(5*time.Second, w.allOpen(2)) == 0 {
+				t.Fatalf("not every path open again:\n%s", w.eventLog(0))
+			}
+			w.run(10 * time.Second)
+			if n, m := len(w.cli.Conns()), len(w.srv.Conns()); n != 1 || m != 1 {
+				t.Errorf("connections: client %d, concentrator %d", n, m)
+			}
+			// 17 s of silence (after the 3 s path timeout), attempts of 2 s
+			// with backoff up to 2 s between them: at most about 6.
+			if tries < 2 || tries > 8 {
+				t.Errorf("%d fresh connection attempts during a 20 s outage", tries)
+			}
+			if testing.Verbose() {
+				t.Logf("%s", w.eventLog(0))
+			}
+			t.Logf("traffic %v after the outage; %d fresh connection attempts during it", got.Sub(back), tries)
+		})
+	}
 }
 
 // A concentrator advertises its second address; a CPE path whose

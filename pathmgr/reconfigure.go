@@ -104,7 +104,7 @@ func (m *Manager) SetBackoffMax(d time.Duration) error {
 		return fmt.Errorf("pathmgr: backoff max %v below min %v", d, m.cfg.BackoffMin)
 	}
 	m.cfg.BackoffMax = d
-	m.backoff.max = d
+	m.backoff.max, m.trial.back.max = d, d
 	for _, p := range m.paths {
 		p.joinBack.max, p.sockBack.max = d, d
 	}

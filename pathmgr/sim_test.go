@@ -16,6 +16,7 @@ import (
 	"github.com/mptun/mptun/internal/mono"
 	"github.com/mptun/mptun/internal/netsim"
 	"github.com/mptun/mptun/mpdccp"
+	"github.com/mptun/mptun/mpdccp/noise"
 	"github.com/mptun/mptun/reorder"
 )
 
@@ -86,6 +87,9 @@ type worldConfig struct {
 	cli   Config       // client manager config (Role, Paths, ...)
 	srvM  Config
 	eng   mpdccp.Config // engine config for both sides
+	// secure runs both engines in secure mode (Noise keys, sealed
+	// packets): a restarted concentrator's Resets are not believed.
+	secure bool
 }
 
 func ifAddr(i int) netip.Addr { return netip.AddrFrom4([4]byte{10, 0, byte(i), 1}) }
@@ -117,6 +121,9 @@ func newWorld(t testing.TB, wc worldConfig) *world {
 	eng.Rand = seeded{w.rng}
 	w.cliCfg, w.srvCfg = eng, eng
 	w.cliCfg.Role, w.srvCfg.Role = mpdccp.Client, mpdccp.Server
+	if wc.secure {
+		w.cliCfg.Security, w.srvCfg.Security = simKeys(t, w.rng)
+	}
 	var err error
 	if w.cli, err = mpdccp.NewEndpoint(w.cliCfg); err != nil {
 		t.Fatal(err)
@@ -234,6 +241,9 @@ func (w *world) transmit(side int, t mpdccp.Transmit, b []byte) {
 		f.upLink.Send(netsim.Packet{Size: len(data) + 28, Data: data, Meta: meta{netip.AddrPortFrom(src, s.local.Port()), t.Remote}})
 		return
 	}
+	if w.serverDown {
+		return // a crashed concentrator sends nothing
+	}
 	// The concentrator answers from the address the datagram came to.
 	src := t.Src
 	if !src.IsValid() || src.IsUnspecified() {
@@ -304,8 +314,8 @@ func (w *world) service(side int) {
 			if !ok {
 				break
 			}
-			if n >= 8 {
-				id := binary.BigEndian.Uint64(w.dbuf)
+			if n >= innerHdr+8 {
+				id := binary.BigEndian.Uint64(w.dbuf[innerHdr:])
 				w.delivered[side][id]++
 				w.deliveredAt[side] = append(w.deliveredAt[side], now)
 			}
@@ -433,6 +443,14 @@ type traffic struct {
 
 func (w *world) sendTraffic(side, pps int, d time.Duration) *traffic {
 	tr := &traffic{w: w, side: side, period: time.Second / time.Duration(pps), stop: w.sim.Now().Add(d), pkt: make([]byte, 200)}
+	src, dst := innerCPE, innerConcentrator
+	if side == 1 {
+		src, dst = dst, src
+	}
+	tr.pkt[0] = 0x45 // IPv4, as secure mode routes by inner address
+	binary.BigEndian.PutUint16(tr.pkt[2:], uint16(len(tr.pkt)))
+	copy(tr.pkt[12:16], src.AsSlice())
+	copy(tr.pkt[16:20], dst.AsSlice())
 	tr.tick()
 	return tr
 }
@@ -452,7 +470,7 @@ func (tr *traffic) tick() {
 	if now >= tr.stop {
 		return
 	}
-	binary.BigEndian.PutUint64(tr.pkt, tr.next)
+	binary.BigEndian.PutUint64(tr.pkt[innerHdr:], tr.next)
 	tr.next++
 	tr.sent = append(tr.sent, now)
 	if c := tr.conn(); c != nil && c.State() == mpdccp.Open {
@@ -504,4 +522,34 @@ func twoPaths() []PathSpec {
 		{Name: "dsl", Local: netip.AddrPortFrom(ifAddr(0), 0), Device: "dsl0", Remote: remote, Prio: 3, Weight: 1},
 		{Name: "lte", Local: netip.AddrPortFrom(ifAddr(1), 0), Device: "lte0", Remote: remote, Prio: 3, Weight: 1},
 	}
+}
+
+// Inner traffic: an IPv4 header between the tunnel addresses, then the
+// packet's id.
+const innerHdr = 20
+
+var (
+	innerCPE          = netip.MustParseAddr("10.99.0.2")
+	innerConcentrator = netip.MustParseAddr("10.99.0.1")
+)
+
+// simKeys makes a key pair per side: the client accepts the concentrator
+// for every destination, the concentrator the client for its address.
+func simKeys(t testing.TB, rng *rand.Rand) (cli, srv *mpdccp.Security) {
+	t.Helper()
+	var priv, pub [2]noise.Key
+	for i := range priv {
+		var err error
+		if priv[i], err = noise.GeneratePrivateKey(seeded{rng}); err != nil {
+			t.Fatal(err)
+		}
+		if pub[i], err = noise.PublicKey(priv[i]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cli = &mpdccp.Security{PrivateKey: priv[0], Peers: []mpdccp.Peer{{PublicKey: pub[1],
+		AllowedIPs: []netip.Prefix{netip.MustParsePrefix("0.0.0.0/0")}}}}
+	srv = &mpdccp.Security{PrivateKey: priv[1], Peers: []mpdccp.Peer{{PublicKey: pub[0],
+		AllowedIPs: []netip.Prefix{netip.PrefixFrom(innerCPE, 32)}}}}
+	return cli, srv
 }
