@@ -387,3 +387,45 @@ func TestTunnelGap(t *testing.T) {
 		}
 	}
 }
+
+// Mode "active-backup": the backup LTE carries nothing while the primary
+// DSL works, everything (and what was in flight on DSL) while DSL is
+// silently blackholed, and nothing again once DSL has been back for the
+// hold time (3 s).
+func TestHealActiveBackup(t *testing.T) {
+	run := runHeal(t, "active-backup.toml", scenario.Options{})
+	dsl, lte := pathRun(t, run, "dsl"), pathRun(t, run, "lte")
+	dark := eventAt(t, run, "blackhole", 0)
+	back := eventAt(t, run, "restore", 0)
+	end := float64(len(dsl.Bins)) * run.BinWidth.Seconds()
+	phases := []struct {
+		name      string
+		from, to  float64
+		wantOnDSL bool
+	}{
+		{"before", 3, dark, true},
+		{"dsl dark", dark + 1, back, false},
+		{"dsl back", back + 5, end, true},
+	}
+	for _, ph := range phases {
+		d, l := avgMbit(run, dsl, ph.from, ph.to), avgMbit(run, lte, ph.from, ph.to)
+		t.Logf("%s (%.0f-%.0f s): dsl %.1f, lte %.1f Mbit/s", ph.name, ph.from, ph.to, d, l)
+		on, off := d, l
+		if !ph.wantOnDSL {
+			on, off = l, d
+		}
+		if on < 2 || off > on/10 {
+			t.Errorf("%s: dsl %.1f, lte %.1f Mbit/s", ph.name, d, l)
+		}
+	}
+	// Not back before the hold time.
+	if d := avgMbit(run, dsl, back, back+2); d > 2 {
+		t.Errorf("back on dsl before the hold time: %.1f Mbit/s in the 2 s after it returned", d)
+	}
+	// The failover loses nothing: what DSL held went again on LTE.
+	gap, gapAt := tunnelGap(run)
+	t.Logf("probe lost %d of %d, largest gap %.1f ms at %.2f s (raw %.1f ms)", run.Probe.Lost, run.Probe.Sent, gap, gapAt, run.Probe.MaxGapMs)
+	if run.Probe.Lost != 0 || gap > 150 {
+		t.Errorf("failover: %d probe packets lost, largest gap %.1f ms at %.2f s", run.Probe.Lost, gap, gapAt)
+	}
+}
