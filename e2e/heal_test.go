@@ -429,3 +429,20 @@ func TestHealActiveBackup(t *testing.T) {
 		t.Errorf("failover: %d probe packets lost, largest gap %.1f ms at %.2f s", run.Probe.Lost, gap, gapAt)
 	}
 }
+
+// Every path silent for 30 s: the tunnel carries the probe again within
+// 5 s of the paths' return, with nothing done on either end.
+func TestHealAllPathsSilent(t *testing.T) {
+	run := runHeal(t, "all-silent.toml", scenario.Options{})
+	back := eventAt(t, run, "restore", 1) // the later of the two
+	again := firstProbeAfter(run, back)
+	var inUse []string
+	for _, name := range []string{"dsl", "lte"} {
+		inUse = append(inUse, fmt.Sprintf("%s %.2f s", name, inUseAfter(run, pathRun(t, run, name), back, 1)))
+	}
+	t.Logf("first probe packet %.2f s after the paths returned; paths carrying ≥ 1 Mbit/s again after: %s (the inner TCP flow's own RTO backoff decides when bulk resumes); inner RTOs %d",
+		again, strings.Join(inUse, ", "), run.Bulk.RTOs)
+	if again < 0 || again > 5 {
+		t.Errorf("traffic flows %.2f s after the paths returned", again)
+	}
+}
