@@ -73,10 +73,36 @@ type Connection struct {
 	ABE            bool   // ABE (RFC 8511) in CCID2's ECN response
 	InitialWindow  int    // packets; 0 = each controller's own
 	Classes        []Class
+	// Mode is how the paths share traffic: ModeAggregate, ModeActiveBackup
+	// or ModeSwitch (with the Switch thresholds).
+	Mode   string
+	Switch Switch
+	// Advertise are a server's other addresses, told to every CPE
+	// (MP_ADDADDR) so its paths can fail over to them.
+	Advertise []netip.AddrPort
+	// ReconnectMax caps the backoff between connection and join attempts.
+	ReconnectMax time.Duration
 	// Security is SecurityNoise (authenticated, encrypted; the default) or
 	// SecurityNone (plain RFC 9897: anyone may connect, nothing is secret).
 	Security   string
 	PrivateKey noise.Key // from private_key or private_key_file
+}
+
+// Modes.
+const (
+	ModeAggregate    = "aggregate"
+	ModeActiveBackup = "active-backup"
+	ModeSwitch       = "switch"
+)
+
+// Switch holds the thresholds of mode "switch": a path is left when its
+// RTT or loss passes the high mark and taken again when both are below the
+// low marks for Hold (Hold also delays the return to a preferred path in
+// "active-backup").
+type Switch struct {
+	RTTHigh, RTTLow   time.Duration
+	LossHigh, LossLow float64 // fractions
+	Hold              time.Duration
 }
 
 // Security modes.
@@ -119,8 +145,10 @@ type Listen struct {
 
 // Path is one client path: a local socket and the server it talks to.
 type Path struct {
-	Name   string
-	Local  netip.AddrPort // unspecified address and/or port 0 when not set
+	Name string
+	// Local is the address to bind; unspecified when not set. A path with
+	// a Device and no Local follows the device's address.
+	Local  netip.AddrPort
 	Device string
 	Fwmark uint32
 	Remote netip.AddrPort

@@ -74,35 +74,11 @@ type rawConfig struct {
 		Addresses []string `toml:"addresses"`
 		Routes    []string `toml:"routes"`
 	} `toml:"tunnel"`
-	Connection struct {
-		Role           string     `toml:"role"`
-		CCID           *string    `toml:"ccid"`
-		Scheduler      *string    `toml:"scheduler"`
-		Reorderer      *string    `toml:"reorderer"`
-		ReorderMaxHold *string    `toml:"reorder_max_hold"`
-		ReorderBuffer  *int64     `toml:"reorder_buffer"`
-		DropLate       bool       `toml:"drop_late"`
-		ServiceCode    *int64     `toml:"service_code"`
-		Keepalive      *string    `toml:"keepalive"`
-		PathTimeout    *string    `toml:"path_timeout"`
-		SendQueue      *int64     `toml:"send_queue"`
-		AQM            *bool      `toml:"aqm"`
-		Retransmit     *bool      `toml:"retransmit"`
-		AQMTarget      *string    `toml:"aqm_target"`
-		RateLimit      *string    `toml:"rate_limit"`
-		ECN            *bool      `toml:"ecn"`
-		HyStart        *bool      `toml:"hystart"`
-		ABE            *bool      `toml:"abe"`
-		InitialWindow  *int64     `toml:"initial_window"`
-		Class          []rawClass `toml:"class"`
-		Security       *string    `toml:"security"`
-		PrivateKey     *string    `toml:"private_key"`
-		PrivateKeyFile *string    `toml:"private_key_file"`
-	} `toml:"connection"`
-	Listen  []rawListen `toml:"listen"`
-	Path    []rawPath   `toml:"path"`
-	Peer    []rawPeer   `toml:"peer"`
-	Offload struct {
+	Connection rawConnection `toml:"connection"`
+	Listen     []rawListen   `toml:"listen"`
+	Path       []rawPath     `toml:"path"`
+	Peer       []rawPeer     `toml:"peer"`
+	Offload    struct {
 		TUN    *bool `toml:"tun"`
 		UDPGSO *bool `toml:"udp_gso"`
 		UDPGRO *bool `toml:"udp_gro"`
@@ -374,6 +350,42 @@ func (c *checker) tunnel(raw *rawConfig, t *Tunnel) {
 	}
 }
 
+type rawConnection struct {
+	Role           string     `toml:"role"`
+	CCID           *string    `toml:"ccid"`
+	Scheduler      *string    `toml:"scheduler"`
+	Reorderer      *string    `toml:"reorderer"`
+	ReorderMaxHold *string    `toml:"reorder_max_hold"`
+	ReorderBuffer  *int64     `toml:"reorder_buffer"`
+	DropLate       bool       `toml:"drop_late"`
+	ServiceCode    *int64     `toml:"service_code"`
+	Keepalive      *string    `toml:"keepalive"`
+	PathTimeout    *string    `toml:"path_timeout"`
+	SendQueue      *int64     `toml:"send_queue"`
+	AQM            *bool      `toml:"aqm"`
+	Retransmit     *bool      `toml:"retransmit"`
+	AQMTarget      *string    `toml:"aqm_target"`
+	RateLimit      *string    `toml:"rate_limit"`
+	ECN            *bool      `toml:"ecn"`
+	HyStart        *bool      `toml:"hystart"`
+	ABE            *bool      `toml:"abe"`
+	InitialWindow  *int64     `toml:"initial_window"`
+	Class          []rawClass `toml:"class"`
+	Mode           *string    `toml:"mode"`
+	Switch         struct {
+		RTTHigh  *string  `toml:"rtt_high"`
+		RTTLow   *string  `toml:"rtt_low"`
+		LossHigh *float64 `toml:"loss_high"`
+		LossLow  *float64 `toml:"loss_low"`
+		Hold     *string  `toml:"hold"`
+	} `toml:"switch"`
+	Advertise      []string `toml:"advertise"`
+	ReconnectMax   *string  `toml:"reconnect_max"`
+	Security       *string  `toml:"security"`
+	PrivateKey     *string  `toml:"private_key"`
+	PrivateKeyFile *string  `toml:"private_key_file"`
+}
+
 func (c *checker) connection(raw *rawConfig, conn *Connection) {
 	rc := &raw.Connection
 	conn.Role = rc.Role
@@ -419,6 +431,8 @@ func (c *checker) connection(raw *rawConfig, conn *Connection) {
 		}
 		conn.RateLimit = r
 	}
+
+	c.modes(rc, conn)
 
 	names := map[string]bool{}
 	for i, rcl := range rc.Class {
@@ -467,6 +481,47 @@ func (c *checker) connection(raw *rawConfig, conn *Connection) {
 		}
 		conn.Classes = append(conn.Classes, cl)
 	}
+}
+
+// modes checks mode, the switch thresholds, advertise and reconnect_max.
+func (c *checker) modes(rc *rawConnection, conn *Connection) {
+	conn.Mode = deref(rc.Mode, ModeAggregate)
+	c.oneOf(top("connection.mode"), conn.Mode, ModeAggregate, ModeActiveBackup, ModeSwitch)
+	sw := &rc.Switch
+	conn.Switch.RTTHigh = c.duration(top("connection.switch.rtt_high"), sw.RTTHigh, 150*time.Millisecond, time.Millisecond, time.Minute)
+	conn.Switch.RTTLow = c.duration(top("connection.switch.rtt_low"), sw.RTTLow, conn.Switch.RTTHigh*2/3, time.Millisecond, time.Minute)
+	if conn.Switch.RTTLow > conn.Switch.RTTHigh {
+		c.errf(top("connection.switch.rtt_low"), "%v must not exceed rtt_high %v", conn.Switch.RTTLow, conn.Switch.RTTHigh)
+	}
+	conn.Switch.LossHigh = c.fraction(top("connection.switch.loss_high"), sw.LossHigh, 0.05)
+	conn.Switch.LossLow = c.fraction(top("connection.switch.loss_low"), sw.LossLow, conn.Switch.LossHigh/4)
+	if conn.Switch.LossLow > conn.Switch.LossHigh {
+		c.errf(top("connection.switch.loss_low"), "%v must not exceed loss_high %v", conn.Switch.LossLow, conn.Switch.LossHigh)
+	}
+	conn.Switch.Hold = c.duration(top("connection.switch.hold"), sw.Hold, 2*time.Second, 0, time.Hour)
+	conn.ReconnectMax = c.duration(top("connection.reconnect_max"), rc.ReconnectMax, 2*time.Second, 100*time.Millisecond, time.Hour)
+	for i, s := range rc.Advertise {
+		ap, err := parseAddrPort(s, DefaultPort)
+		if err != nil || !ap.Addr().IsGlobalUnicast() && !ap.Addr().IsPrivate() && !ap.Addr().IsLoopback() {
+			c.errf(top("connection.advertise"), "invalid address %q (entry %d): want a unicast IP or IP:port", s, i+1)
+			continue
+		}
+		conn.Advertise = append(conn.Advertise, ap)
+	}
+	if len(conn.Advertise) > 0 && conn.Role != RoleServer {
+		c.errf(top("connection.advertise"), "only a server advertises addresses")
+	}
+}
+
+func (c *checker) fraction(a at, v *float64, def float64) float64 {
+	if v == nil {
+		return def
+	}
+	if *v < 0 || *v > 1 || *v != *v {
+		c.errf(a, "%v out of range 0..1 (a fraction: 0.05 is 5 %%)", *v)
+		return def
+	}
+	return *v
 }
 
 func (c *checker) listens(raw *rawConfig, cfg *Config) {

@@ -34,36 +34,68 @@ type Status struct {
 	Tunnel     string            `json:"tunnel"`
 	InnerMTU   int               `json:"inner_mtu"`
 	UptimeS    float64           `json:"uptime_s"`
+	Mode       string            `json:"mode"`
 	Conns      []ConnStatus      `json:"connections"`
+	Paths      []ManagedPath     `json:"paths,omitempty"` // a client's configured paths
 	Datapath   DPStatus          `json:"datapath"`
 	Dropped    map[string]uint64 `json:"dropped_datagrams"`
 	ResetsSent uint64            `json:"resets_sent"`
+	Process    ProcessStatus     `json:"process"`
 	// Security is "noise" or "none"; PublicKey is this end's key.
 	Security      string `json:"security"`
 	PublicKey     string `json:"public_key,omitempty"`
 	CookieReplies uint64 `json:"cookie_replies"`
 }
 
+// ManagedPath is a client path as the path manager sees it, whether or
+// not it has a subflow now.
+type ManagedPath struct {
+	ID     int    `json:"id"`
+	Name   string `json:"name"`
+	Local  string `json:"local,omitempty"` // bound address; empty: no socket (e.g. waiting for an address)
+	Link   string `json:"link,omitempty"`
+	LinkUp bool   `json:"link_up"`
+	Remote string `json:"remote,omitempty"`
+	Prio   uint8  `json:"prio"`
+	Active bool   `json:"active,omitempty"` // the active path in active-backup or switch mode
+}
+
+// ProcessStatus is the daemon's own footprint (leaks show here).
+type ProcessStatus struct {
+	Goroutines int    `json:"goroutines"`
+	HeapBytes  uint64 `json:"heap_bytes"`
+	// HeapLiveBytes is the heap the last garbage collection kept: unlike
+	// HeapBytes it does not swing with garbage, so growth here is a leak.
+	HeapLiveBytes uint64 `json:"heap_live_bytes"`
+	SysBytes      uint64 `json:"sys_bytes"`
+	GCs           uint32 `json:"gcs"`
+	EventsLost    uint64 `json:"monitor_events_lost"`
+}
+
 // ConnStatus is one MP-DCCP connection.
 type ConnStatus struct {
-	State            string         `json:"state"`
-	LocalCI          uint32         `json:"local_ci"`
-	PeerCI           uint32         `json:"peer_ci"`
-	Scheduler        string         `json:"scheduler"`
-	Reorderer        string         `json:"reorderer"`
-	Queued           int            `json:"queued"`
-	SentPackets      uint64         `json:"sent_packets"`
-	SentBytes        uint64         `json:"sent_bytes"`
-	DeliveredPackets uint64         `json:"delivered_packets"`
-	DeliveredBytes   uint64         `json:"delivered_bytes"`
-	QueueDrops       uint64         `json:"queue_drops"`
-	Repaired         uint64         `json:"repaired"`
-	NACKsSent        uint64         `json:"nacks_sent"`     // repair requests sent (receiver side)
-	NACKsReceived    uint64         `json:"nacks_received"` // repair requests the peer sent
-	Paths            []PathStatus   `json:"paths"`
-	Reorder          ReorderStats   `json:"reorder"`
-	AQM              AQMStats       `json:"aqm"`
-	SchedulerPicks   map[int]uint64 `json:"scheduler_picks"`
+	State            string `json:"state"`
+	LocalCI          uint32 `json:"local_ci"`
+	PeerCI           uint32 `json:"peer_ci"`
+	Scheduler        string `json:"scheduler"`
+	Reorderer        string `json:"reorderer"`
+	Queued           int    `json:"queued"`
+	SentPackets      uint64 `json:"sent_packets"`
+	SentBytes        uint64 `json:"sent_bytes"`
+	DeliveredPackets uint64 `json:"delivered_packets"`
+	DeliveredBytes   uint64 `json:"delivered_bytes"`
+	QueueDrops       uint64 `json:"queue_drops"`
+	Repaired         uint64 `json:"repaired"`
+	NACKsSent        uint64 `json:"nacks_sent"`     // repair requests sent (receiver side)
+	NACKsReceived    uint64 `json:"nacks_received"` // repair requests the peer sent
+	// The reorderer's longest hold and whether it waits for loss repair
+	// (holds gaps for the repair to arrive).
+	ReorderHoldMs  float64        `json:"reorder_max_hold_ms"`
+	Repair         bool           `json:"repair"`
+	Paths          []PathStatus   `json:"paths"`
+	Reorder        ReorderStats   `json:"reorder"`
+	AQM            AQMStats       `json:"aqm"`
+	SchedulerPicks map[int]uint64 `json:"scheduler_picks"`
 	// Peer is the authenticated public key of the other end, AEAD the
 	// packet protection (secure mode).
 	Peer string `json:"peer,omitempty"`
@@ -151,10 +183,15 @@ type PathStatus struct {
 	// packets actually left (timer and batching error).
 	PacingLateMeanUs float64 `json:"pacing_late_mean_us"`
 	PacingLateMaxUs  float64 `json:"pacing_late_max_us"`
+	// Suspect: no ack in time; its data went on the other paths and it
+	// carries none until probes are answered.
+	Suspect    bool   `json:"suspect"`
+	Suspicions uint64 `json:"suspicions"`
+	Reinjected uint64 `json:"reinjected"`
 }
 
-// Up reports whether the path is open and not declared failed.
-func (p PathStatus) Up() bool { return p.State == "open" && !p.Failed }
+// Up reports whether the path is open, not declared failed nor suspected.
+func (p PathStatus) Up() bool { return p.State == "open" && !p.Failed && !p.Suspect }
 
 // DPStatus are the data path's counters.
 type DPStatus struct {
@@ -176,20 +213,36 @@ type DPStatus struct {
 }
 
 // SetRequest is the parameters of "set"; absent fields stay as they are.
+// Changes reach the open connections and the ones opened later.
 type SetRequest struct {
 	Scheduler string `json:"scheduler,omitempty"`
 	Reorderer string `json:"reorderer,omitempty"`
-	Path      *int   `json:"path,omitempty"`
-	Prio      *uint8 `json:"prio,omitempty"`
+	// Hold is the reorderer's longest hold, e.g. "150ms".
+	Hold string `json:"hold,omitempty"`
+	// Mode is "aggregate", "active-backup" or "switch".
+	Mode string `json:"mode,omitempty"`
+	// Path (an id) or PathName (a client's path name) with Prio sets a
+	// path's MP_PRIO; on a client it sticks to the path across re-joins.
+	Path     *int   `json:"path,omitempty"`
+	PathName string `json:"path_name,omitempty"`
+	Prio     *uint8 `json:"prio,omitempty"`
 }
 
 // Validate checks what can be checked without the daemon's state.
 func (r SetRequest) Validate() error {
-	if (r.Path == nil) != (r.Prio == nil) {
+	path := r.Path != nil || r.PathName != ""
+	switch {
+	case r.Path != nil && r.PathName != "":
+		return errors.New("path and path_name: give one")
+	case path != (r.Prio != nil):
 		return errors.New("path and prio go together")
-	}
-	if r.Scheduler == "" && r.Reorderer == "" && r.Path == nil {
+	case r.Scheduler == "" && r.Reorderer == "" && r.Hold == "" && r.Mode == "" && !path:
 		return errors.New(`nothing to set, e.g. {"scheduler":"otias"}`)
+	}
+	if r.Hold != "" {
+		if h, err := time.ParseDuration(r.Hold); err != nil || h <= 0 || h > 10*time.Second {
+			return fmt.Errorf("hold %q: want a duration up to 10s, e.g. \"150ms\"", r.Hold)
+		}
 	}
 	return nil
 }

@@ -57,6 +57,7 @@ type Server struct {
 	path     string
 	ln       *net.UnixListener
 	handlers Handlers
+	streams  Streams
 	log      *slog.Logger
 
 	mu           sync.Mutex
@@ -209,6 +210,9 @@ func (s *Server) serveConn(c net.Conn) {
 		if len(strings.TrimSpace(string(line))) == 0 {
 			continue
 		}
+		if s.stream(c, line) {
+			return // the connection belonged to the stream
+		}
 		resp := s.handle(line, cred)
 		c.SetWriteDeadline(time.Now().Add(10 * time.Second))
 		if err := enc.Encode(resp); err != nil {
@@ -263,8 +267,11 @@ func (s *Server) handle(line []byte, cred Cred) (resp Response) {
 }
 
 func (s *Server) methods() []string {
-	names := make([]string, 0, len(s.handlers))
+	names := make([]string, 0, len(s.handlers)+len(s.streams))
 	for k := range s.handlers {
+		names = append(names, k)
+	}
+	for k := range s.streams {
 		names = append(names, k)
 	}
 	s.mu.Lock()

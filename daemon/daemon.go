@@ -14,6 +14,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/mptun/mptun/capture"
@@ -26,6 +27,8 @@ import (
 	"github.com/mptun/mptun/mpdccp"
 	"github.com/mptun/mptun/mpdccp/wire/pcapdccp"
 	"github.com/mptun/mptun/netio"
+	"github.com/mptun/mptun/pathmgr"
+	"github.com/mptun/mptun/pathmgr/netmon"
 	"github.com/mptun/mptun/reorder"
 	"github.com/mptun/mptun/scheduler"
 	"github.com/mptun/mptun/statuspage"
@@ -42,27 +45,29 @@ const (
 
 // Daemon is one running tunnel.
 type Daemon struct {
-	cfg   *config.Config
+	cfgp  atomic.Pointer[config.Config] // the running config (Reload swaps it)
 	log   *slog.Logger
 	start time.Time
 
 	dev        tun.Device
-	sockets    []*netio.Conn
+	listen     []*netio.Conn // a server's sockets; a client's belong to the path manager
 	ep         *mpdccp.Endpoint
 	dp         *datapath.Datapath
+	mgr        *pathmgr.Manager // owner goroutine only
+	hub        eventHub
+	snapshot   []any // interfaces and addresses at start (nil: no netlink)
+	watcher    *netmon.Watcher
 	innerMTU   int
 	ctl        *control.Server
 	capFile    *capture.File
 	metricsSrv *metrics.HTTPServer
 	webSrv     *statuspage.Server
 	routes     pathRouting
-
-	mu       sync.Mutex // guards reloadable settings
-	pathName map[int]string
-	// schedName and reoName are what the connections use (config, then
-	// control-socket changes).
-	schedName, reoName string
+	reloadMu   sync.Mutex // one reload at a time
 }
+
+// config is the running config.
+func (d *Daemon) config() *config.Config { return d.cfgp.Load() }
 
 // Names returns the registered component names, for config validation.
 func Names() config.Names {
@@ -76,8 +81,8 @@ func Names() config.Names {
 // New creates the device, sockets and engine described by cfg. Nothing
 // moves until Run.
 func New(cfg *config.Config, log *slog.Logger) (d *Daemon, err error) {
-	d = &Daemon{cfg: cfg, log: log, start: time.Now(), pathName: map[int]string{},
-		schedName: cfg.Connection.Scheduler, reoName: cfg.Connection.Reorderer}
+	d = &Daemon{log: log, start: time.Now()}
+	d.cfgp.Store(cfg)
 	defer func() {
 		if err != nil {
 			d.close()
@@ -121,8 +126,8 @@ func New(cfg *config.Config, log *slog.Logger) (d *Daemon, err error) {
 		capt = d.capFile
 	}
 
-	socks := make([]datapath.Socket, len(d.sockets))
-	for i, s := range d.sockets {
+	socks := make([]datapath.Socket, len(d.listen))
+	for i, s := range d.listen {
 		socks[i] = s
 	}
 	var inner []netip.Addr
@@ -131,87 +136,88 @@ func New(cfg *config.Config, log *slog.Logger) (d *Daemon, err error) {
 	}
 	d.dp, err = datapath.New(datapath.Config{
 		Endpoint: d.ep, Device: d.dev, Sockets: socks, InnerMTU: d.innerMTU,
-		InnerAddrs: inner, Logger: log, Capture: capt,
+		InnerAddrs: inner, Logger: log, Capture: capt, Hook: managerHook{d},
 	})
 	if err != nil {
+		return nil, err
+	}
+	if cfg.Connection.Role == config.RoleClient {
+		snap, err := netmon.Snapshot(netmon.Options{})
+		if err != nil {
+			log.Warn("no interface events (netlink): paths will not follow their devices' addresses", "err", err)
+		} else {
+			d.snapshot = snap
+		}
+	}
+	ps := &pathSockets{dp: d.dp, off: netio.SocketConfig{DisableGSO: !cfg.Offload.UDPGSO, DisableGRO: !cfg.Offload.UDPGRO}}
+	if d.mgr, err = pathmgr.New(managerConfig(cfg, d.snapshot != nil), d.ep, ps); err != nil {
 		return nil, err
 	}
 	return d, nil
 }
 
-// openSockets opens the UDP sockets and returns the largest DCCP packet
-// every path can carry without IP fragmentation.
+// openSockets opens a server's listen sockets and returns the largest
+// DCCP packet every path can carry without IP fragmentation. A client's
+// sockets are opened by the path manager; its packet size follows from
+// the configured paths' MTUs and address families.
 func (d *Daemon) openSockets() (int, error) {
-	cfg := d.cfg
+	cfg := d.config()
 	maxPacket := 65507
-	open := func(sc netio.SocketConfig, mtu int, what string) error {
-		s, err := netio.Open(sc)
-		if err != nil {
-			return fmt.Errorf("%s: %w", what, err)
-		}
-		d.sockets = append(d.sockets, s)
+	fit := func(mtu int, v6 bool) {
 		hdr := ipv4Header
-		if s.LocalAddr().Addr().Is6() && !s.LocalAddr().Addr().Is4In6() {
+		if v6 {
 			hdr = ipv6Header
 		}
 		if mtu <= 0 {
 			mtu = config.DefaultPathMTU
 		}
 		maxPacket = min(maxPacket, mtu-hdr-udpHeader)
-		return nil
 	}
-	off := netio.SocketConfig{DisableGSO: !cfg.Offload.UDPGSO, DisableGRO: !cfg.Offload.UDPGRO}
-	if cfg.Connection.Role == config.RoleServer {
-		for _, l := range cfg.Listen {
-			sc := off
-			sc.Local, sc.Device, sc.Fwmark = l.Address, l.Device, l.Fwmark
-			if err := open(sc, config.DefaultPathMTU, "listen "+l.Address.String()); err != nil {
-				return 0, err
-			}
+	if cfg.Connection.Role == config.RoleClient {
+		for _, p := range cfg.Paths {
+			a := p.Remote.Addr()
+			fit(p.MTU, a.Is6() && !a.Is4In6())
 		}
 		return maxPacket, nil
 	}
-	for _, p := range cfg.Paths {
+	off := netio.SocketConfig{DisableGSO: !cfg.Offload.UDPGSO, DisableGRO: !cfg.Offload.UDPGRO}
+	for _, l := range cfg.Listen {
 		sc := off
-		sc.Local, sc.Device, sc.Fwmark = p.Local, p.Device, p.Fwmark
-		if !p.Local.Addr().IsValid() {
-			sc.Network = "udp4"
-			if p.Remote.Addr().Is6() && !p.Remote.Addr().Is4In6() {
-				sc.Network = "udp6"
-			}
+		sc.Local, sc.Device, sc.Fwmark = l.Address, l.Device, l.Fwmark
+		s, err := netio.Open(sc)
+		if err != nil {
+			return 0, fmt.Errorf("listen %s: %w", l.Address, err)
 		}
-		if err := open(sc, p.MTU, "path "+p.Name); err != nil {
-			return 0, err
-		}
+		d.listen = append(d.listen, s)
+		a := s.LocalAddr().Addr()
+		fit(config.DefaultPathMTU, a.Is6() && !a.Is4In6())
 	}
 	return maxPacket, nil
 }
 
-// Run dials (client), serves the control socket and moves packets until
-// ctx is cancelled; then it closes connections gracefully.
+// Run starts the path manager (a client dials), serves the control
+// socket and moves packets until ctx is cancelled; then it closes
+// connections gracefully.
 func (d *Daemon) Run(ctx context.Context, ready func()) error {
 	defer d.close()
-	if err := d.routes.apply(d.cfg, d.log); err != nil {
+	cfg := d.config()
+	if err := d.routes.apply(cfg, d.log); err != nil {
 		return err
 	}
-	if d.cfg.Connection.Role == config.RoleClient {
-		var paths []mpdccp.PathConfig
-		for i, p := range d.cfg.Paths {
-			local := d.sockets[i].LocalAddr()
-			if p.Local.Addr().IsValid() && !p.Local.Addr().IsUnspecified() {
-				local = netip.AddrPortFrom(p.Local.Addr(), local.Port())
-			}
-			paths = append(paths, mpdccp.PathConfig{
-				ID: i, Local: i, LocalAddr: local, Remote: p.Remote,
-				Prio: p.Prio, Weight: p.Weight, CCID: p.CCID,
-			})
-			d.pathName[i] = p.Name
-		}
-		if _, err := d.ep.Dial(mono.Now(), paths); err != nil {
-			return fmt.Errorf("dial: %w", err)
-		}
+	// The data path's owner goroutine does not run yet: the manager may
+	// be fed and started here.
+	now := mono.Now()
+	for _, ev := range d.snapshot {
+		d.osEvent(now, ev)
 	}
-	if sock := d.cfg.Control.Socket; sock != "" {
+	if err := d.mgr.Start(now); err != nil {
+		return fmt.Errorf("path manager: %w", err)
+	}
+	d.drainEvents()
+	if d.snapshot != nil {
+		d.watchNetlink()
+	}
+	if sock := cfg.Control.Socket; sock != "" {
 		if err := os.MkdirAll(filepath.Dir(sock), 0o750); err != nil {
 			return fmt.Errorf("control socket: %w", err)
 		}
@@ -219,6 +225,7 @@ func (d *Daemon) Run(ctx context.Context, ready func()) error {
 		if err != nil {
 			return fmt.Errorf("control socket: %w", err)
 		}
+		srv.SetStreams(control.Streams{control.MethodMonitor: d.monitor})
 		d.ctl = srv
 		registerRestricted(srv, d)
 		go srv.Serve()
@@ -226,13 +233,14 @@ func (d *Daemon) Run(ctx context.Context, ready func()) error {
 	if err := d.startMetrics(); err != nil {
 		return err
 	}
-	if err := d.startWeb(d.cfg); err != nil {
+	if err := d.startWeb(cfg); err != nil {
 		return err
 	}
 	name, _ := d.dev.Name()
-	d.log.Info("mptund running", "role", d.cfg.Connection.Role, "tun", name, "inner_mtu", d.innerMTU,
-		"sockets", len(d.sockets), "ccid", d.cfg.Connection.CCID, "scheduler", d.cfg.Connection.Scheduler,
-		"reorderer", d.cfg.Connection.Reorderer, "security", d.cfg.Connection.Security, "public_key", d.ep.PublicKey())
+	d.log.Info("mptund running", "role", cfg.Connection.Role, "tun", name, "inner_mtu", d.innerMTU,
+		"paths", len(cfg.Paths), "listen", len(d.listen), "ccid", cfg.Connection.CCID, "scheduler", cfg.Connection.Scheduler,
+		"reorderer", cfg.Connection.Reorderer, "mode", cfg.Connection.Mode,
+		"security", cfg.Connection.Security, "public_key", d.ep.PublicKey())
 	d.dropPrivileges()
 	if ready != nil {
 		ready()
@@ -245,6 +253,9 @@ func (d *Daemon) Run(ctx context.Context, ready func()) error {
 }
 
 func (d *Daemon) close() {
+	if d.watcher != nil {
+		d.watcher.Close()
+	}
 	if d.ctl != nil {
 		d.ctl.Close()
 	}
@@ -255,8 +266,13 @@ func (d *Daemon) close() {
 		d.webSrv.Close()
 	}
 	d.routes.close(d.log)
-	for _, s := range d.sockets {
+	for _, s := range d.listen {
 		s.Close()
+	}
+	if d.dp != nil {
+		// The path manager's sockets (Run has returned: nothing else
+		// touches the data path).
+		d.dp.CloseSockets()
 	}
 	if d.dev != nil {
 		d.dev.Close()

@@ -19,7 +19,7 @@ var Version = "dev"
 // so the data path keeps no extra counters for Prometheus and closed
 // connections leave no label sets), then the process's own.
 func (d *Daemon) startMetrics() error {
-	if d.cfg.Metrics.Listen == "" {
+	if d.config().Metrics.Listen == "" {
 		return nil
 	}
 	write := func(w io.Writer) error {
@@ -34,7 +34,7 @@ func (d *Daemon) startMetrics() error {
 		}
 		return metrics.WriteRuntime(w, Version)
 	}
-	srv, err := metrics.ListenHTTP(d.cfg.Metrics.Listen, write, d.log)
+	srv, err := metrics.ListenHTTP(d.config().Metrics.Listen, write, d.log)
 	if err != nil {
 		return fmt.Errorf("metrics: %w", err)
 	}

@@ -5,26 +5,30 @@ package daemon
 import (
 	"context"
 	"encoding/json"
-	"errors"
+	"fmt"
+	"runtime"
+	"runtime/metrics"
+	"strconv"
 	"time"
 
 	"github.com/mptun/mptun/ccid/aqm"
+	"github.com/mptun/mptun/config"
 	"github.com/mptun/mptun/control"
 	"github.com/mptun/mptun/internal/mono"
 	"github.com/mptun/mptun/mpdccp"
+	"github.com/mptun/mptun/pathmgr"
 	"github.com/mptun/mptun/reorder"
 )
 
 func ms(d time.Duration) float64 { return float64(d) / 1e6 }
 
-// Status snapshots the daemon; engine state is read in its owner goroutine.
+// Status snapshots the daemon; engine and path manager state is read in
+// the owner goroutine.
 func (d *Daemon) Status(ctx context.Context) (control.Status, error) {
 	name, _ := d.dev.Name()
-	st := control.Status{APIVersion: control.APIVersion, Role: d.cfg.Connection.Role, Tunnel: name, InnerMTU: d.innerMTU,
+	cfg := d.config()
+	st := control.Status{APIVersion: control.APIVersion, Role: cfg.Connection.Role, Tunnel: name, InnerMTU: d.innerMTU,
 		UptimeS: time.Since(d.start).Seconds(), Dropped: map[string]uint64{}}
-	d.mu.Lock()
-	schedName, reoName := d.schedName, d.reoName
-	d.mu.Unlock()
 	err := d.dp.Do(ctx, func(now mono.Time, ep *mpdccp.Endpoint) {
 		es := ep.Stats()
 		for r, n := range es.Dropped {
@@ -34,43 +38,28 @@ func (d *Daemon) Status(ctx context.Context) (control.Status, error) {
 		}
 		st.ResetsSent = es.ResetsSent
 		st.CookieReplies = es.CookieReplies
-		st.Security = d.cfg.Connection.Security
+		st.Security = cfg.Connection.Security
 		if ep.Sealed() {
 			st.PublicKey = ep.PublicKey().String()
 		}
 		// The engine decapsulates ECN (RFC 6040); the counters stay under
 		// "datapath" in the API, where they always were.
 		st.Datapath.DroppedECN, st.Datapath.MarkedCE = es.InnerECNDropped, es.InnerCEMarked
+		set := d.mgr.Settings()
+		st.Mode = string(set.Mode)
+		for _, p := range d.mgr.Paths() {
+			mp := control.ManagedPath{ID: p.ID, Name: p.Name, Link: p.Link, LinkUp: p.LinkUp, Prio: p.Prio, Active: p.Active}
+			if p.Local.IsValid() {
+				mp.Local = p.Local.String()
+			}
+			if p.Remote.IsValid() {
+				mp.Remote = p.Remote.String()
+			}
+			st.Paths = append(st.Paths, mp)
+		}
+		server := cfg.Connection.Role == config.RoleServer
 		for _, c := range ep.Conns() {
-			cs := c.Stats()
-			out := control.ConnStatus{State: cs.State.String(), LocalCI: cs.LocalCI, PeerCI: cs.PeerCI,
-				Scheduler: schedName, Reorderer: reoName, Queued: cs.Queued,
-				SentPackets: cs.SentPackets, SentBytes: cs.SentBytes,
-				DeliveredPackets: cs.DeliveredPackets, DeliveredBytes: cs.DeliveredBytes,
-				QueueDrops: cs.QueueDrops, Repaired: cs.Repaired, NACKsSent: cs.NACKsSent, NACKsReceived: cs.NACKsReceived,
-				Reorder: reorderStatus(cs.Reorder),
-				AQM:     aqmStatus(cs.AQM), SchedulerPicks: cs.Scheduler.Picks,
-				AEAD: c.AEAD()}
-			if k := c.PeerKey(); !k.IsZero() {
-				out.Peer = k.String()
-			}
-			for _, p := range cs.Paths {
-				cc := p.CC
-				ps := control.PathStatus{ID: p.ID, Name: d.pathName[p.ID], State: p.State, Failed: p.Failed,
-					Local: p.LocalAddr.String(), Remote: p.Remote.String(), Prio: p.Prio, CCID: p.CCID,
-					Phase: cc.Phase, RTTms: ms(cc.SRTT), MinRTTms: ms(cc.MinRTT), Cwnd: cc.Cwnd,
-					InFlight: cc.InFlight, RateMbps: cc.DeliveryRate * 8 / 1e6, PacingMbps: cc.PacingRate * 8 / 1e6,
-					PacketsSent: cc.PacketsSent, PacketsLost: cc.PacketsLost, ECNMarks: cc.ECNMarks,
-					Spurious: cc.SpuriousEvents, Timeouts: cc.Timeouts, LastHeardMs: ms(now.Sub(p.LastHeard)),
-					PacingLateMeanUs: float64(cc.PacingLateMean) / 1e3, PacingLateMaxUs: float64(cc.PacingLateMax) / 1e3}
-				ps.DatagramsSent, ps.DatagramsReceived = p.PacketsOut, p.PacketsIn
-				ps.BytesSent, ps.BytesReceived = p.BytesOut, p.BytesIn
-				if cc.PacketsSent > 0 {
-					ps.LossPct = 100 * float64(cc.PacketsLost) / float64(cc.PacketsSent)
-				}
-				out.Paths = append(out.Paths, ps)
-			}
-			st.Conns = append(st.Conns, out)
+			st.Conns = append(st.Conns, d.connStatus(now, c, set, server))
 		}
 	})
 	s := &d.dp.Stats
@@ -84,7 +73,91 @@ func (d *Daemon) Status(ctx context.Context) (control.Status, error) {
 		SendErrors:     s.SendErrors.Load(),
 		TimerLateP50us: float64(p50) / 1e3, TimerLateP99us: float64(p99) / 1e3, TimerLateMaxus: float64(mx) / 1e3,
 	}
+	var mem runtime.MemStats
+	runtime.ReadMemStats(&mem)
+	live := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
+	metrics.Read(live)
+	st.Process = control.ProcessStatus{Goroutines: runtime.NumGoroutine(), HeapBytes: mem.HeapAlloc, SysBytes: mem.Sys,
+		GCs: mem.NumGC, EventsLost: d.hub.dropped.Load()}
+	if live[0].Value.Kind() == metrics.KindUint64 {
+		st.Process.HeapLiveBytes = live[0].Value.Uint64()
+	}
 	return st, err
+}
+
+// connStatus describes one connection (owner goroutine).
+func (d *Daemon) connStatus(now mono.Time, c *mpdccp.Conn, set pathmgr.Settings, server bool) control.ConnStatus {
+	cs := c.Stats()
+	rc := set.ReorderConfig()
+	out := control.ConnStatus{State: cs.State.String(), LocalCI: cs.LocalCI, PeerCI: cs.PeerCI,
+		Scheduler: c.SchedulerName(), Reorderer: c.ReordererName(), Queued: cs.Queued,
+		SentPackets: cs.SentPackets, SentBytes: cs.SentBytes,
+		DeliveredPackets: cs.DeliveredPackets, DeliveredBytes: cs.DeliveredBytes,
+		QueueDrops: cs.QueueDrops, Repaired: cs.Repaired, NACKsSent: cs.NACKsSent, NACKsReceived: cs.NACKsReceived,
+		Reorder: reorderStatus(cs.Reorder), AQM: aqmStatus(cs.AQM), SchedulerPicks: cs.Scheduler.Picks,
+		ReorderHoldMs: ms(rc.MaxHold), Repair: set.Retransmit && rc.HoldGaps, AEAD: c.AEAD()}
+	if k := c.PeerKey(); !k.IsZero() {
+		out.Peer = k.String()
+	}
+	for _, p := range cs.Paths {
+		if p.ID < 0 {
+			continue // a dropped subflow saying goodbye
+		}
+		cc := p.CC
+		ps := control.PathStatus{ID: p.ID, State: p.State, Failed: p.Failed,
+			Local: p.LocalAddr.String(), Remote: p.Remote.String(), Prio: p.Prio, CCID: p.CCID,
+			Phase: cc.Phase, RTTms: ms(cc.SRTT), MinRTTms: ms(cc.MinRTT), Cwnd: cc.Cwnd,
+			InFlight: cc.InFlight, RateMbps: cc.DeliveryRate * 8 / 1e6, PacingMbps: cc.PacingRate * 8 / 1e6,
+			PacketsSent: cc.PacketsSent, PacketsLost: cc.PacketsLost, ECNMarks: cc.ECNMarks,
+			Spurious: cc.SpuriousEvents, Timeouts: cc.Timeouts, LastHeardMs: ms(now.Sub(p.LastHeard)),
+			PacingLateMeanUs: float64(cc.PacingLateMean) / 1e3, PacingLateMaxUs: float64(cc.PacingLateMax) / 1e3,
+			Suspect: p.Suspect, Suspicions: p.Suspicions, Reinjected: p.Reinjected}
+		ps.DatagramsSent, ps.DatagramsReceived = p.PacketsOut, p.PacketsIn
+		ps.BytesSent, ps.BytesReceived = p.BytesOut, p.BytesIn
+		if !server {
+			ps.Name = d.mgr.PathName(p.ID)
+		}
+		if cc.PacketsSent > 0 {
+			ps.LossPct = 100 * float64(cc.PacketsLost) / float64(cc.PacketsSent)
+		}
+		out.Paths = append(out.Paths, ps)
+	}
+	return out
+}
+
+// currentState describes the connections and paths as events, for the
+// start of a monitor.
+func (d *Daemon) currentState(ctx context.Context) []control.MonitorEvent {
+	st, err := d.Status(ctx)
+	if err != nil {
+		return nil
+	}
+	var out []control.MonitorEvent
+	now := time.Now()
+	for _, c := range st.Conns {
+		conn := fmt.Sprintf("%08x", c.LocalCI)
+		out = append(out, control.MonitorEvent{Time: now, Kind: "state", Conn: conn, Reason: "connection " + c.State})
+		for _, p := range c.Paths {
+			id := p.ID
+			state := p.State
+			switch {
+			case p.Failed:
+				state = "failed"
+			case p.Suspect:
+				state = "suspect"
+			}
+			out = append(out, control.MonitorEvent{Time: now, Kind: "state", Conn: conn, Path: p.Name, PathID: &id,
+				Remote: p.Remote, Reason: "path " + state})
+		}
+	}
+	for _, p := range st.Paths {
+		if p.Local == "" {
+			id := p.ID
+			out = append(out, control.MonitorEvent{Time: now, Kind: "state", Path: p.Name, PathID: &id,
+				Reason: "path has no socket (waiting for an address)"})
+		}
+	}
+	return out
 }
 
 func (d *Daemon) handlers() control.Handlers {
@@ -108,43 +181,26 @@ func (d *Daemon) handlers() control.Handlers {
 	}
 }
 
-// apply changes runtime settings in the engine's goroutine.
+// apply changes runtime settings through the path manager, in the
+// engine's goroutine: the open connections and the ones opened later.
 func (d *Daemon) apply(req control.SetRequest) error {
+	mr := pathmgr.Request{Scheduler: req.Scheduler, Reorderer: req.Reorderer, Mode: pathmgr.Mode(req.Mode), Prio: req.Prio}
+	if req.Hold != "" {
+		h, err := time.ParseDuration(req.Hold)
+		if err != nil {
+			return fmt.Errorf("hold %q: %w", req.Hold, err)
+		}
+		mr.Hold = h
+	}
+	switch {
+	case req.Path != nil:
+		mr.Path = strconv.Itoa(*req.Path)
+	case req.PathName != "":
+		mr.Path = req.PathName
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	var err error
-	derr := d.dp.Do(ctx, func(now mono.Time, ep *mpdccp.Endpoint) {
-		for _, c := range ep.Conns() {
-			if req.Scheduler != "" {
-				if err = c.SetScheduler(req.Scheduler); err != nil {
-					return
-				}
-			}
-			if req.Reorderer != "" {
-				rc := reorder.Config{MaxHold: d.cfg.Connection.ReorderMaxHold,
-					BufferLimit: d.cfg.Connection.ReorderBuffer, DropLate: d.cfg.Connection.DropLate}
-				if err = c.SetReorderer(req.Reorderer, rc); err != nil {
-					return
-				}
-			}
-			if req.Path != nil {
-				if err = c.SetPrio(now, *req.Path, *req.Prio); err != nil {
-					return
-				}
-			}
-		}
-	})
-	if derr == nil && err == nil {
-		d.mu.Lock()
-		if req.Scheduler != "" {
-			d.schedName = req.Scheduler
-		}
-		if req.Reorderer != "" {
-			d.reoName = req.Reorderer
-		}
-		d.mu.Unlock()
-	}
-	return errors.Join(derr, err)
+	return d.withManager(ctx, func(now mono.Time, m *pathmgr.Manager) error { return m.Set(now, mr) })
 }
 
 // reorderStatus and aqmStatus copy the engine's counters into the API's

@@ -41,8 +41,8 @@ const (
 	maxBatch        = 128
 )
 
-// Socket is one batched UDP socket. Its index in Config.Sockets is the
-// "local" index the engine uses.
+// Socket is one batched UDP socket. Its index in Config.Sockets (or the
+// index AddSocket returns) is the "local" index the engine uses.
 type Socket interface {
 	ReadBatch(msgs []netio.Message) (int, error)
 	WriteBatch(msgs []netio.Message) (int, error)
@@ -69,6 +69,20 @@ type Config struct {
 	InnerAddrs []netip.Addr
 	Logger     *slog.Logger
 	Capture    Capture
+	// Hook, if set, runs in the owner goroutine next to the engine: it
+	// gets every engine event (instead of the log) and its own timer.
+	// The path manager is driven this way.
+	Hook Hook
+}
+
+// Hook is driven by the goroutine that owns the engine. When the data
+// path starts closing its connections, Stop is called and the hook's timer
+// no longer runs; engine events still arrive.
+type Hook interface {
+	HandleEngineEvent(now mono.Time, ev mpdccp.Event)
+	Deadline() mono.Time
+	HandleTimer(now mono.Time)
+	Stop(now mono.Time)
 }
 
 // Stats are the data path's counters. They are updated by the owner
@@ -89,9 +103,21 @@ type tunBatch struct {
 }
 
 type udpBatch struct {
-	sock int
+	slot *sockSlot // the socket it was read from
 	msgs []netio.Message
 	n    int
+}
+
+// sockSlot is one socket: its reader's free batches and its send batch.
+// A removed socket's slot index may be reused; batches still in flight
+// from the old socket are recognised by their slot pointer and dropped.
+type sockSlot struct {
+	idx     int
+	sock    Socket
+	free    chan *udpBatch
+	tx      []netio.Message
+	txN     int
+	removed atomic.Bool
 }
 
 // Datapath runs one endpoint.
@@ -104,14 +130,17 @@ type Datapath struct {
 	tunIn   chan *tunBatch
 	tunFree chan *tunBatch
 	udpIn   chan *udpBatch
-	udpFree []chan *udpBatch
+	slots   []*sockSlot // by socket index; nil: free
 	ctl     chan func()
 	wake    chan struct{}
+	hook    Hook
+
+	// Readers started after Run began use these.
+	readCtx context.Context
+	readers *sync.WaitGroup
 
 	timer   *ptimer.Timer
 	armed   mono.Time
-	txMsgs  [][]netio.Message // per socket
-	txN     []int
 	tunOut  [][]byte
 	tunOutN int
 	spare   netio.Message
@@ -135,8 +164,8 @@ func (d *Datapath) SetCapture(c Capture) {
 
 // New prepares a data path; Run starts it.
 func New(cfg Config) (*Datapath, error) {
-	if cfg.Endpoint == nil || cfg.Device == nil || len(cfg.Sockets) == 0 {
-		return nil, errors.New("datapath: endpoint, device and at least one socket are required")
+	if cfg.Endpoint == nil || cfg.Device == nil {
+		return nil, errors.New("datapath: endpoint and device are required")
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
@@ -154,8 +183,9 @@ func New(cfg Config) (*Datapath, error) {
 		log:     cfg.Logger,
 		tunIn:   make(chan *tunBatch, batchesInFlight),
 		tunFree: make(chan *tunBatch, batchesInFlight),
-		udpIn:   make(chan *udpBatch, batchesInFlight*len(cfg.Sockets)),
+		udpIn:   make(chan *udpBatch, batchesInFlight*max(len(cfg.Sockets), 4)),
 		ctl:     make(chan func(), 16),
+		hook:    cfg.Hook,
 		wake:    make(chan struct{}, 1),
 		timer:   t,
 		armed:   mono.Never,
@@ -178,24 +208,70 @@ func New(cfg Config) (*Datapath, error) {
 	for i := range d.tunOut {
 		d.tunOut[i] = make([]byte, tunWriteBufSize)
 	}
-	for s := range cfg.Sockets {
-		free := make(chan *udpBatch, batchesInFlight)
-		for range batchesInFlight {
-			b := &udpBatch{sock: s, msgs: make([]netio.Message, maxBatch)}
-			for i := range b.msgs {
-				b.msgs[i].Buf = make([]byte, udpBufSize)
-			}
-			free <- b
-		}
-		d.udpFree = append(d.udpFree, free)
-		tx := make([]netio.Message, maxBatch)
-		for i := range tx {
-			tx[i].Buf = make([]byte, udpBufSize)
-		}
-		d.txMsgs = append(d.txMsgs, tx)
-		d.txN = append(d.txN, 0)
+	for _, s := range cfg.Sockets {
+		d.addSlot(s)
 	}
 	return d, nil
+}
+
+// addSlot gives s the lowest free socket index, with its buffers.
+func (d *Datapath) addSlot(s Socket) *sockSlot {
+	idx := len(d.slots)
+	for i, sl := range d.slots {
+		if sl == nil {
+			idx = i
+			break
+		}
+	}
+	sl := &sockSlot{idx: idx, sock: s, free: make(chan *udpBatch, batchesInFlight), tx: make([]netio.Message, maxBatch)}
+	for range batchesInFlight {
+		b := &udpBatch{slot: sl, msgs: make([]netio.Message, maxBatch)}
+		for i := range b.msgs {
+			b.msgs[i].Buf = make([]byte, udpBufSize)
+		}
+		sl.free <- b
+	}
+	for i := range sl.tx {
+		sl.tx[i].Buf = make([]byte, udpBufSize)
+	}
+	if idx == len(d.slots) {
+		d.slots = append(d.slots, sl)
+	} else {
+		d.slots[idx] = sl
+	}
+	return sl
+}
+
+// AddSocket adds a socket while the data path runs and returns its index
+// (the engine's "local"). Call it from the owner goroutine (Do, Hook).
+func (d *Datapath) AddSocket(s Socket) int {
+	sl := d.addSlot(s)
+	if d.readCtx != nil {
+		d.readers.Add(1)
+		go func() { defer d.readers.Done(); d.routineReadUDP(d.readCtx, sl) }()
+	}
+	return sl.idx
+}
+
+// RemoveSocket closes socket i; its index may be given to a later
+// AddSocket. Call it from the owner goroutine.
+func (d *Datapath) RemoveSocket(i int) error {
+	if i < 0 || i >= len(d.slots) || d.slots[i] == nil {
+		return fmt.Errorf("datapath: no socket %d", i)
+	}
+	sl := d.slots[i]
+	d.slots[i] = nil
+	sl.removed.Store(true)
+	sl.txN = 0
+	return sl.sock.Close()
+}
+
+// Socket returns socket i, or nil.
+func (d *Datapath) Socket(i int) Socket {
+	if i < 0 || i >= len(d.slots) || d.slots[i] == nil {
+		return nil
+	}
+	return d.slots[i].sock
 }
 
 // Do runs fn in the goroutine that owns the endpoint and waits for it. The
@@ -226,10 +302,14 @@ func (d *Datapath) TimerLateness() (p50, p99, max time.Duration) {
 func (d *Datapath) Run(ctx context.Context, closeGrace time.Duration) error {
 	readCtx, stopReaders := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
-	wg.Add(2 + len(d.cfg.Sockets))
+	d.readCtx, d.readers = readCtx, &wg
+	wg.Add(2)
 	go func() { defer wg.Done(); d.routineReadTUN(readCtx) }()
-	for i := range d.cfg.Sockets {
-		go func() { defer wg.Done(); d.routineReadUDP(readCtx, i) }()
+	for _, sl := range d.slots {
+		if sl != nil {
+			wg.Add(1)
+			go func() { defer wg.Done(); d.routineReadUDP(readCtx, sl) }()
+		}
 	}
 	go func() { defer wg.Done(); d.routineTimer() }()
 	defer func() {
@@ -249,12 +329,21 @@ func (d *Datapath) Run(ctx context.Context, closeGrace time.Duration) error {
 			d.handleTUN(mono.Now(), b)
 			d.tunFree <- b
 		case b := <-d.udpIn:
-			d.handleUDP(mono.Now(), b)
-			d.udpFree[b.sock] <- b
+			if !b.slot.removed.Load() {
+				d.handleUDP(mono.Now(), b)
+			}
+			b.slot.free <- b
 		case <-d.wake:
+			// Datagrams that arrived meanwhile go in first: a timer must
+			// not judge a path by acknowledgements still in the queue (a
+			// busy host wakes late).
+			d.drainUDP()
 			now := mono.Now()
 			if now >= d.ep.Deadline() {
 				d.ep.HandleTimer(now)
+			}
+			if d.hook != nil && !closing && now >= d.hook.Deadline() {
+				d.hook.HandleTimer(now)
 			}
 		case fn := <-d.ctl:
 			fn()
@@ -265,6 +354,9 @@ func (d *Datapath) Run(ctx context.Context, closeGrace time.Duration) error {
 			closing = true
 			now := mono.Now()
 			closeBy = now.Add(closeGrace)
+			if d.hook != nil {
+				d.hook.Stop(now)
+			}
 			for _, c := range d.ep.Conns() {
 				c.Close(now)
 			}
@@ -278,7 +370,23 @@ func (d *Datapath) Run(ctx context.Context, closeGrace time.Duration) error {
 			d.arm(mono.Min(d.ep.Deadline(), closeBy))
 			continue
 		}
-		d.arm(d.ep.Deadline())
+		dl := d.ep.Deadline()
+		if d.hook != nil {
+			dl = mono.Min(dl, d.hook.Deadline())
+		}
+		d.arm(dl)
+	}
+}
+
+// drainUDP handles the socket batches queued when it is called (not
+// those arriving meanwhile: under load it would never return).
+func (d *Datapath) drainUDP() {
+	for n := len(d.udpIn); n > 0; n-- {
+		b := <-d.udpIn
+		if !b.slot.removed.Load() {
+			d.handleUDP(mono.Now(), b)
+		}
+		b.slot.free <- b
 	}
 }
 
@@ -343,12 +451,12 @@ func (d *Datapath) routineReadTUN(ctx context.Context) {
 	}
 }
 
-func (d *Datapath) routineReadUDP(ctx context.Context, sock int) {
-	s := d.cfg.Sockets[sock]
+func (d *Datapath) routineReadUDP(ctx context.Context, sl *sockSlot) {
+	s := sl.sock
 	for {
 		var b *udpBatch
 		select {
-		case b = <-d.udpFree[sock]:
+		case b = <-sl.free:
 		case <-ctx.Done():
 			return
 		}
@@ -357,13 +465,13 @@ func (d *Datapath) routineReadUDP(ctx context.Context, sock int) {
 		}
 		n, err := s.ReadBatch(b.msgs)
 		if err != nil {
-			d.udpFree[sock] <- b
-			if ctx.Err() != nil || errors.Is(err, net.ErrClosed) {
+			sl.free <- b
+			if ctx.Err() != nil || errors.Is(err, net.ErrClosed) || sl.removed.Load() {
 				return
 			}
 			// Transient errors (e.g. ICMP port unreachable reported on a
 			// connected socket) must not kill the path.
-			d.log.Debug("udp read", "socket", sock, "err", err)
+			d.log.Debug("udp read", "socket", sl.idx, "err", err)
 			time.Sleep(time.Millisecond)
 			continue
 		}
@@ -405,8 +513,8 @@ func (d *Datapath) handleTUN(now mono.Time, b *tunBatch) {
 	}
 }
 
-// route picks the connection for an inner packet: the only one on a
-// client, or on a concentrator the one its destination was learned from.
+// route picks the connection for an inner packet: a client's open one, or
+// on a concentrator the one its destination was learned from.
 func (d *Datapath) route(pkt []byte, conns []*mpdccp.Conn) *mpdccp.Conn {
 	if d.ep.Sealed() {
 		// Secure mode: cryptokey routing by the peers' allowed IPs, never
@@ -419,6 +527,20 @@ func (d *Datapath) route(pkt []byte, conns []*mpdccp.Conn) *mpdccp.Conn {
 	}
 	if len(conns) == 1 {
 		return conns[0]
+	}
+	if d.ep.Role() == mpdccp.Client {
+		// A client has one connection, and a second only while it tries
+		// a fresh one beside a silent one (pathmgr): the open one
+		// carries the packets.
+		for _, c := range conns {
+			if c.State() == mpdccp.Open {
+				return c
+			}
+		}
+		if len(conns) > 0 {
+			return conns[0]
+		}
+		return nil
 	}
 	dst, ok := innerAddr(pkt, false)
 	if !ok {
@@ -475,19 +597,34 @@ func (d *Datapath) sendTooBig(pkt []byte) {
 func (d *Datapath) handleUDP(now mono.Time, b *udpBatch) {
 	d.Stats.UDPRead.Add(uint64(b.n))
 	d.Stats.UDPReadBatches.Add(1)
-	local := d.cfg.Sockets[b.sock].LocalAddr()
+	local := b.slot.sock.LocalAddr()
 	for i := 0; i < b.n; i++ {
 		m := &b.msgs[i]
 		dg := m.Buf[:m.N]
-		if cb := d.capture.Load(); cb != nil {
-			cb.c.WritePacket(time.Now(), m.Addr, local, dg) // as received
+		to := local
+		if m.Local.IsValid() {
+			to = netip.AddrPortFrom(m.Local, local.Port()) // a wildcard socket: the address the peer sent to
 		}
-		d.ep.HandleDatagram(now, b.sock, m.Addr, local.Addr(), dg, m.TOS&3)
+		if cb := d.capture.Load(); cb != nil {
+			cb.c.WritePacket(time.Now(), m.Addr, to, dg) // as received
+		}
+		d.ep.HandleDatagram(now, b.slot.idx, m.Addr, to.Addr(), dg, m.TOS&3)
 	}
 }
 
-// flush drains what the engine has to send and to deliver.
+// flush drains what the engine has to send, to deliver and to report;
+// the hook's reactions to events may queue more to send.
 func (d *Datapath) flush(now mono.Time) {
+	for range 16 {
+		d.flushTx(now)
+		d.flushDeliver(now)
+		if !d.flushEvents(now) {
+			return
+		}
+	}
+}
+
+func (d *Datapath) flushTx(now mono.Time) {
 	for {
 		// The socket is known only after polling, so poll into a spare
 		// buffer and swap it into that socket's batch.
@@ -497,33 +634,39 @@ func (d *Datapath) flush(now mono.Time) {
 		if !ok {
 			break
 		}
-		if tx.Local < 0 || tx.Local >= len(d.txMsgs) {
+		if tx.Local < 0 || tx.Local >= len(d.slots) || d.slots[tx.Local] == nil {
+			d.Stats.SendErrors.Add(1) // its socket is gone (the path is being rebound)
 			continue
 		}
+		sl := d.slots[tx.Local]
 		dg := m.Buf[:tx.N]
+		src := sl.sock.LocalAddr()
+		if tx.Src.IsValid() && !tx.Src.IsUnspecified() {
+			src = netip.AddrPortFrom(tx.Src, src.Port())
+		}
 		if cb := d.capture.Load(); cb != nil {
-			src := d.cfg.Sockets[tx.Local].LocalAddr()
-			if tx.Src.IsValid() && !tx.Src.IsUnspecified() {
-				src = netip.AddrPortFrom(tx.Src, src.Port())
-			}
 			cb.c.WritePacket(time.Now(), src, tx.Remote, dg)
 		}
-		slot := &d.txMsgs[tx.Local][d.txN[tx.Local]]
+		slot := &sl.tx[sl.txN]
 		// Swap buffers: the polled datagram becomes the slot's buffer.
 		slot.Buf, m.Buf = m.Buf, slot.Buf
 		slot.N = tx.N
 		slot.Addr = tx.Remote
 		slot.TOS = tx.ECN // the engine's RFC 6040 encapsulation
-		d.txN[tx.Local]++
-		if d.txN[tx.Local] == len(d.txMsgs[tx.Local]) {
-			d.writeUDP(tx.Local)
+		slot.Local = tx.Src
+		sl.txN++
+		if sl.txN == len(sl.tx) {
+			d.writeUDP(sl)
 		}
 	}
-	for s := range d.txMsgs {
-		if d.txN[s] > 0 {
-			d.writeUDP(s)
+	for _, sl := range d.slots {
+		if sl != nil && sl.txN > 0 {
+			d.writeUDP(sl)
 		}
 	}
+}
+
+func (d *Datapath) flushDeliver(now mono.Time) {
 	for {
 		out := d.tunOut[d.tunOutN]
 		out = out[:cap(out)]
@@ -548,20 +691,31 @@ func (d *Datapath) flush(now mono.Time) {
 	if d.tunOutN > 0 {
 		d.writeTUN()
 	}
+}
+
+// flushEvents hands the engine's events to the hook (or the log); it
+// reports whether there were any.
+func (d *Datapath) flushEvents(now mono.Time) bool {
+	any := false
 	for {
 		ev, ok := d.ep.PollEvent()
 		if !ok {
-			break
+			return any
+		}
+		any = true
+		if d.hook != nil {
+			d.hook.HandleEngineEvent(now, ev)
+			continue
 		}
 		d.log.Info("mpdccp event", "event", ev.Kind.String(), "path", ev.Path, "remote", ev.Remote, "reason", ev.Reason)
 	}
 }
 
-func (d *Datapath) writeUDP(s int) {
-	msgs := d.txMsgs[s][:d.txN[s]]
-	d.txN[s] = 0
+func (d *Datapath) writeUDP(sl *sockSlot) {
+	msgs := sl.tx[:sl.txN]
+	sl.txN = 0
 	for len(msgs) > 0 {
-		n, err := d.cfg.Sockets[s].WriteBatch(msgs)
+		n, err := sl.sock.WriteBatch(msgs)
 		d.Stats.UDPSendCalls.Add(1)
 		d.Stats.UDPWritten.Add(uint64(n))
 		if err != nil {
@@ -587,5 +741,17 @@ func (d *Datapath) writeTUN() {
 	// Write may have reordered or resliced bufs; restore full capacity.
 	for i := range bufs {
 		bufs[i] = bufs[i][:cap(bufs[i])]
+	}
+}
+
+// CloseSockets closes every socket still in the data path; call it after
+// Run returned.
+func (d *Datapath) CloseSockets() {
+	for i, sl := range d.slots {
+		if sl != nil {
+			sl.removed.Store(true)
+			sl.sock.Close()
+			d.slots[i] = nil
+		}
 	}
 }

@@ -105,6 +105,22 @@ func (s *Set) RemovePath(k PathKey) {
 	s.mu.Unlock()
 }
 
+// RetainPaths stops exporting every path not in keep (those of closed
+// connections and removed paths), so a reconnecting CPE does not leave a
+// label set behind each time. It returns how many went.
+func (s *Set) RetainPaths(keep map[PathKey]bool) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for k := range s.paths {
+		if !keep[k] {
+			delete(s.paths, k)
+			n++
+		}
+	}
+	return n
+}
+
 // Paths lists the known paths in a stable order.
 func (s *Set) Paths() []PathKey {
 	s.mu.Lock()

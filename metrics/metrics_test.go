@@ -219,3 +219,24 @@ func TestObserveDoesNotAllocate(t *testing.T) {
 		t.Errorf("%v allocations", a)
 	}
 }
+
+func TestRetainPathsDropsClosedConnections(t *testing.T) {
+	s := NewSet()
+	old := PathKey{Conn: "0000abcd", Path: "1"}
+	cur := PathKey{Conn: "0000beef", Path: "1"}
+	s.Path(old).Up.Store(true)
+	s.Path(cur).Up.Store(true)
+	if n := s.RetainPaths(map[PathKey]bool{cur: true}); n != 1 {
+		t.Fatalf("removed %d", n)
+	}
+	if got := s.Paths(); len(got) != 1 || got[0] != cur {
+		t.Fatalf("paths %v", got)
+	}
+	var b strings.Builder
+	if err := s.WriteText(&b); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(b.String(), old.Conn) || !strings.Contains(b.String(), `conn="`+cur.Conn+`"`) {
+		t.Errorf("exposition after RetainPaths:\n%s", b.String())
+	}
+}

@@ -168,6 +168,11 @@ type PathStats struct {
 	CC        ccid.State
 	PeerRTT   time.Duration
 	LastHeard mono.Time
+	// Suspect: no ack in time, the path carries no data until probes are
+	// answered (suspect.go); Suspicions and Reinjected count its history.
+	Suspect    bool
+	Suspicions uint64
+	Reinjected uint64
 	PathCounters
 }
 
@@ -202,7 +207,8 @@ func (c *Conn) Stats() ConnStats {
 	for _, sf := range c.subflows {
 		s.Paths = append(s.Paths, PathStats{ID: sf.id, State: sf.state.String(), Failed: sf.failed, Join: sf.join,
 			Local: sf.local, LocalAddr: sf.localAddr, Remote: sf.remote, Prio: sf.prio, CCID: sf.cc.Name(),
-			CC: sf.cc.State(), PeerRTT: sf.peerRTT, LastHeard: sf.lastHeard, PathCounters: sf.stats})
+			CC: sf.cc.State(), PeerRTT: sf.peerRTT, LastHeard: sf.lastHeard, Suspect: sf.sus.on,
+			Suspicions: sf.sus.count, Reinjected: sf.sus.reinjected, PathCounters: sf.stats})
 	}
 	return s
 }

@@ -120,10 +120,14 @@ type Config struct {
 
 // Transmit describes a datagram PollTransmit wrote.
 type Transmit struct {
-	N      int            // bytes written to buf
-	Path   int            // path id (-1 for replies outside any connection)
-	Local  int            // socket index to send from
-	Src    netip.Addr     // source address the DCCP checksum is for; unspecified if not known
+	N     int // bytes written to buf
+	Path  int // path id (-1 for replies outside any connection)
+	Local int // socket index to send from
+	// Src is our address the datagram leaves from: the one the peer sent
+	// to. The DCCP checksum covers it, and a wildcard-bound socket on a
+	// multi-homed host must answer from it (IP_PKTINFO). Unspecified if
+	// not known: the socket's own.
+	Src    netip.Addr
 	Remote netip.AddrPort // destination
 	ECN    uint8
 }
@@ -140,11 +144,13 @@ const (
 	EventJoinFailed
 	EventPeerAddr // the peer advertised an address (MP_ADDADDR)
 	EventPeerRemoveAddr
-	EventPathRebind // the peer's address changed (NAT rebinding)
+	EventPathRebind  // the peer's address changed (NAT rebinding)
+	EventPathSuspect // no ack in time: data re-injected on other paths (suspect.go)
+	EventPathRecover // a suspected path answered probes again
 )
 
 var eventNames = [...]string{"", "conn-open", "conn-closed", "path-up", "path-down", "path-closed",
-	"join-failed", "peer-addaddr", "peer-removeaddr", "path-rebind"}
+	"join-failed", "peer-addaddr", "peer-removeaddr", "path-rebind", "path-suspect", "path-recover"}
 
 func (k EventKind) String() string {
 	if int(k) < len(eventNames) {

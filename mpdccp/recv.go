@@ -223,7 +223,7 @@ func (c *Conn) advance(now mono.Time, sf *subflow, p *wire.Packet, ro *rxOpts, e
 		sf.stats.Duplicates++
 	}
 	if p.Type.HasAck() && seqLess(sf.gar, p.Ack) {
-		sf.gar = p.Ack
+		sf.gar, sf.sus.garAt = p.Ack, now // suspect.go samples ack waits by garAt
 	}
 
 	// State transitions on the handshake's last steps.

@@ -189,6 +189,9 @@ func (c *Conn) pollAck(now mono.Time, sf *subflow, buf []byte) (Transmit, bool) 
 	if sf.state != sfOpen {
 		return Transmit{}, false
 	}
+	if t, ok := c.pollProbe(now, sf, buf); ok { // keepalive and suspicion probes (suspect.go)
+		return t, true
+	}
 	switch {
 	case sf.ackNow || sf.dataSinceAck >= sf.rxAckRatio || sf.ackDeadline <= now,
 		sf.lazyAckDue(now),

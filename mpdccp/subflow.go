@@ -63,6 +63,7 @@ type subflow struct {
 	// for the reorderer (see dataSeq).
 	ndpRun     uint64
 	rtx        rtxRing // loss repair (Config.Retransmit)
+	sus        suspectState
 	rxData     bool
 	rxLastData uint64
 	rxDataSeq  uint64
@@ -204,7 +205,7 @@ func (sf *subflow) ackValid(ack uint64) bool {
 }
 
 func (sf *subflow) usable() bool {
-	return sf.state == sfOpen && !sf.failed && sf.prio > 0
+	return sf.state == sfOpen && !sf.failed && !sf.sus.on && sf.prio > 0
 }
 
 // baseOWD is the subflow's one-way delay without queueing: half its

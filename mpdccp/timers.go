@@ -27,7 +27,6 @@ func (c *Conn) deadline() mono.Time {
 	if c.mayDeliver {
 		d = 0
 	}
-	ka := c.keepAlive()
 	for _, sf := range c.subflows {
 		if sf.resetOut || sf.respOut || sf.syncOut || sf.syncAckOut || sf.closeOut {
 			return 0
@@ -53,7 +52,8 @@ func (c *Conn) deadline() mono.Time {
 				d = mono.Min(d, sf.lastAckAt.Add(lazyAckInterval))
 			}
 			d = mono.Min(d, sf.cc.Deadline())
-			d = mono.Min(d, mono.Max(sf.lastHeard, sf.lastProbe).Add(ka))
+			d = mono.Min(d, c.probeDue(sf))
+			d = mono.Min(d, c.suspectDeadline(sf))
 			if !sf.failed {
 				d = mono.Min(d, sf.lastHeard.Add(c.ep.cfg.PathTimeout))
 			}
@@ -119,6 +119,7 @@ func (c *Conn) handleTimer(now mono.Time) {
 				sf.cc.OnTimer(now)
 				c.holdUntil = 0
 			}
+			c.checkSuspect(now, sf)
 			if !sf.failed && now.Sub(sf.lastHeard) >= c.ep.cfg.PathTimeout {
 				sf.failed = true
 				c.holdUntil = 0

@@ -27,6 +27,9 @@ type Conn struct {
 
 	gso atomic.Bool
 	gro bool
+	// pktinfo: the socket is bound to the wildcard address and reports
+	// (and takes) each datagram's local address.
+	pktinfo bool
 
 	r reader
 	w writer
@@ -44,8 +47,8 @@ type mmsghdr struct {
 }
 
 const (
-	recvOOBSize = 128 // TOS/TCLASS + UDP_GRO + SO_RXQ_OVFL cmsgs
-	sendOOBSize = 64  // TOS/TCLASS + UDP_SEGMENT
+	recvOOBSize = 160 // TOS/TCLASS + UDP_GRO + SO_RXQ_OVFL + PKTINFO cmsgs
+	sendOOBSize = 96  // TOS/TCLASS + UDP_SEGMENT + PKTINFO
 	groBuffers  = 8
 	// maxGSOBytes bounds the payload of one GSO send (IPv4: 65535-20-8).
 	maxGSOBytes = 65507
@@ -72,10 +75,11 @@ type reader struct {
 
 // groRun is a received buffer of equal-size segments still to hand out.
 type groRun struct {
-	buf  []byte // remaining bytes
-	seg  int
-	addr netip.AddrPort
-	tos  uint8
+	buf   []byte // remaining bytes
+	seg   int
+	addr  netip.AddrPort
+	tos   uint8
+	local netip.Addr
 }
 
 type writer struct {
@@ -191,6 +195,18 @@ func (c *Conn) setPostBind(fd int, cfg SocketConfig) error {
 		if err := unix.SetsockoptInt(fd, unix.IPPROTO_IP, unix.IP_RECVTOS, 1); err != nil {
 			return fmt.Errorf("IP_RECVTOS: %w", err)
 		}
+	}
+	if c.local.Addr().IsUnspecified() {
+		var err error
+		if c.v6 {
+			err = unix.SetsockoptInt(fd, unix.IPPROTO_IPV6, unix.IPV6_RECVPKTINFO, 1)
+		} else {
+			err = unix.SetsockoptInt(fd, unix.IPPROTO_IP, unix.IP_PKTINFO, 1)
+		}
+		if err != nil {
+			return fmt.Errorf("packet info: %w", err)
+		}
+		c.pktinfo = true
 	}
 	// Optional features: their absence is not an error.
 	_ = unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RXQ_OVFL, 1)
@@ -377,7 +393,7 @@ func (c *Conn) ReadBatch(msgs []Message) (int, error) {
 				c.rxTruncated.Add(1)
 				continue
 			}
-			tos, _ := c.parseRecvOOB(i)
+			tos, _, local := c.parseRecvOOB(i)
 			if n != i {
 				// Keep the caller's buffers but close the gap.
 				msgs[n].Buf, msgs[i].Buf = msgs[i].Buf, msgs[n].Buf
@@ -385,6 +401,7 @@ func (c *Conn) ReadBatch(msgs []Message) (int, error) {
 			msgs[n].N = int(h.len)
 			msgs[n].Addr = c.recvAddr(i)
 			msgs[n].TOS = tos
+			msgs[n].Local = local
 			n++
 		}
 		if n > 0 {
@@ -414,7 +431,7 @@ func (c *Conn) readGRO(msgs []Message) (int, error) {
 					c.rxTruncated.Add(1)
 					continue
 				}
-				tos, seg := c.parseRecvOOB(i)
+				tos, seg, local := c.parseRecvOOB(i)
 				size := int(h.len)
 				if seg <= 0 || seg > size {
 					seg = size
@@ -422,7 +439,7 @@ func (c *Conn) readGRO(msgs []Message) (int, error) {
 				if seg < size {
 					c.groReads.Add(1)
 				}
-				r.pending = append(r.pending, groRun{buf: r.big[i][:size], seg: seg, addr: c.recvAddr(i), tos: tos})
+				r.pending = append(r.pending, groRun{buf: r.big[i][:size], seg: seg, addr: c.recvAddr(i), tos: tos, local: local})
 			}
 		}
 		n := 0
@@ -435,6 +452,7 @@ func (c *Conn) readGRO(msgs []Message) (int, error) {
 				msgs[n].N = copy(msgs[n].Buf, run.buf[:seg])
 				msgs[n].Addr = run.addr
 				msgs[n].TOS = run.tos
+				msgs[n].Local = run.local
 				n++
 			}
 			run.buf = run.buf[seg:]
@@ -449,8 +467,9 @@ func (c *Conn) readGRO(msgs []Message) (int, error) {
 }
 
 // parseRecvOOB walks message i's control messages without allocating and
-// returns the TOS byte and the GRO segment size (0 if none).
-func (c *Conn) parseRecvOOB(i int) (tos uint8, seg int) {
+// returns the TOS byte, the GRO segment size (0 if none) and the local
+// address the datagram was sent to (invalid if not reported).
+func (c *Conn) parseRecvOOB(i int) (tos uint8, seg int, local netip.Addr) {
 	h := &c.r.hdrs[i].hdr
 	oob := c.r.oob[i*recvOOBSize : i*recvOOBSize+min(int(h.Controllen), recvOOBSize)]
 	for len(oob) >= unix.SizeofCmsghdr {
@@ -468,6 +487,12 @@ func (c *Conn) parseRecvOOB(i int) (tos uint8, seg int) {
 			seg = int(*(*int32)(unsafe.Pointer(&data[0])))
 		case cm.Level == unix.SOL_SOCKET && cm.Type == unix.SO_RXQ_OVFL && len(data) >= 4:
 			c.rxQueueDrops.Store(*(*uint32)(unsafe.Pointer(&data[0])))
+		case cm.Level == unix.IPPROTO_IP && cm.Type == unix.IP_PKTINFO && len(data) >= unix.SizeofInet4Pktinfo:
+			pi := (*unix.Inet4Pktinfo)(unsafe.Pointer(&data[0]))
+			local = netip.AddrFrom4(pi.Addr) // the header's destination
+		case cm.Level == unix.IPPROTO_IPV6 && cm.Type == unix.IPV6_PKTINFO && len(data) >= unix.SizeofInet6Pktinfo:
+			pi := (*unix.Inet6Pktinfo)(unsafe.Pointer(&data[0]))
+			local = netip.AddrFrom16(pi.Addr)
 		}
 		space := unix.CmsgSpace(int(cm.Len) - unix.CmsgLen(0))
 		if space > len(oob) {
@@ -475,7 +500,7 @@ func (c *Conn) parseRecvOOB(i int) (tos uint8, seg int) {
 		}
 		oob = oob[space:]
 	}
-	return tos, seg
+	return tos, seg, local
 }
 
 // WriteBatch sends msgs[i].Buf[:msgs[i].N] to msgs[i].Addr with TOS for
@@ -553,7 +578,7 @@ func (c *Conn) buildSend(k, iov int, msgs []Message, gso bool) (int, error) {
 	if gso {
 		for cnt < len(msgs) && cnt < MaxGSOSegments && iov+cnt < len(w.iovs) {
 			nx := &msgs[cnt]
-			if nx.Addr != m.Addr || nx.TOS != m.TOS || nx.N <= 0 || nx.N > m.N || nx.N > len(nx.Buf) ||
+			if nx.Addr != m.Addr || nx.TOS != m.TOS || nx.Local != m.Local || nx.N <= 0 || nx.N > m.N || nx.N > len(nx.Buf) ||
 				total+nx.N > maxGSOBytes || msgs[cnt-1].N != m.N {
 				break
 			}
@@ -586,6 +611,9 @@ func (c *Conn) buildSend(k, iov int, msgs []Message, gso bool) (int, error) {
 	if cnt > 1 {
 		l += putCmsgUint16(oob[l:], unix.SOL_UDP, unix.UDP_SEGMENT, uint16(m.N))
 	}
+	if c.pktinfo && m.Local.IsValid() && !m.Local.IsUnspecified() && m.Local.Unmap().Is4() != c.v6 {
+		l += c.putPktinfo(oob[l:], m.Local)
+	}
 	h.hdr.Control = &oob[0]
 	h.hdr.SetControllen(l)
 	h.hdr.Flags = 0
@@ -614,6 +642,23 @@ func putCmsgInt32(b []byte, level, typ int32, v int32) int {
 	cm.SetLen(unix.CmsgLen(4))
 	*(*int32)(unsafe.Pointer(&b[unix.CmsgLen(0)])) = v
 	return unix.CmsgSpace(4)
+}
+
+// putPktinfo makes a datagram leave from local (its source address; the
+// route still picks the interface).
+func (c *Conn) putPktinfo(b []byte, local netip.Addr) int {
+	cm := (*unix.Cmsghdr)(unsafe.Pointer(&b[0]))
+	data := unsafe.Pointer(&b[unix.CmsgLen(0)])
+	if c.v6 {
+		cm.Level, cm.Type = unix.IPPROTO_IPV6, unix.IPV6_PKTINFO
+		cm.SetLen(unix.CmsgLen(unix.SizeofInet6Pktinfo))
+		*(*unix.Inet6Pktinfo)(data) = unix.Inet6Pktinfo{Addr: local.As16()}
+		return unix.CmsgSpace(unix.SizeofInet6Pktinfo)
+	}
+	cm.Level, cm.Type = unix.IPPROTO_IP, unix.IP_PKTINFO
+	cm.SetLen(unix.CmsgLen(unix.SizeofInet4Pktinfo))
+	*(*unix.Inet4Pktinfo)(data) = unix.Inet4Pktinfo{Spec_dst: local.Unmap().As4()}
+	return unix.CmsgSpace(unix.SizeofInet4Pktinfo)
 }
 
 func putCmsgUint16(b []byte, level, typ int32, v uint16) int {

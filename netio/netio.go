@@ -22,11 +22,19 @@ import (
 // TOS (the outer IPv4 TOS / IPv6 Traffic Class byte; ECN is TOS&3).
 // WriteBatch sends Buf[:N] to Addr with TOS as the whole TOS byte: a
 // per-packet TOS replaces the socket's, so it must carry DSCP and ECN.
+//
+// Local is our address: on a socket bound to the wildcard address,
+// ReadBatch sets it to the address the datagram was sent to (IP_PKTINFO,
+// IPV6_PKTINFO), and WriteBatch sends from it when it is set. A
+// multi-homed host answers from the address it was asked on, so the peer
+// recognises the reply. On a socket bound to one address it is left
+// invalid and ignored.
 type Message struct {
-	Buf  []byte
-	N    int
-	Addr netip.AddrPort
-	TOS  uint8
+	Buf   []byte
+	N     int
+	Addr  netip.AddrPort
+	TOS   uint8
+	Local netip.Addr
 }
 
 // SocketConfig describes one path socket.

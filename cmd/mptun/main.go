@@ -8,6 +8,7 @@
 //	mptun set scheduler|reorderer NAME    change at runtime
 //	mptun set prio PATH-ID N              MP_PRIO of a path
 //	mptun capture -w FILE [-d 10s] [-dccp FILE2]  pcap of the tunnel's datagrams as on the wire (+ IP protocol 33 form)
+//	mptun monitor [--status] [--json]     live path and connection events
 //	mptun lab run FILE [--out DIR]        run a lab scenario
 //	mptun bench throughput|aggregate|handover|voip|cc|matrix|latency [--json]
 //
@@ -45,10 +46,13 @@ commands:
   status                         show the connection, its paths and counters
   set scheduler NAME             change the scheduler at runtime
   set reorderer NAME             change the reorderer at runtime
-  set prio PATH-ID N             set a path's MP_PRIO (0 never, 1 standby, 2 secondary, >=3 primary)
+  set hold DURATION              change the reorderer's longest hold (e.g. 150ms)
+  set mode MODE                  aggregate, active-backup or switch
+  set prio PATH N                set a path's MP_PRIO by id or name (0 never, 1 standby, 2 secondary, >=3 primary)
   capture -w FILE [-d DURATION] [-dccp FILE2]
                                  write the tunnel's datagrams as pcap (IP/UDP/DCCP as on the wire;
                                  FILE2: also as IP protocol 33) for DURATION
+  monitor [--status] [-d DUR]    print path events as they happen (up, down, suspect, joins, rebinds, mode switches)
   lab run FILE [--out DIR]       run a lab scenario (root; in the mptun-lab program)
   bench throughput|aggregate|handover|voip|cc|matrix|latency [--json]   benchmarks against wireguard-go / kernel MPTCP (root; mptun-lab)
   genkey                         print a new private key (base64 X25519)
@@ -86,6 +90,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		err = cmdSet(g, rest)
 	case "capture":
 		err = cmdCapture(g, rest, stderr)
+	case "monitor":
+		err = cmdMonitor(g, rest, stderr)
 	case "lab", "bench":
 		return labCommand(cmd, rest, g.json, stdout, stderr)
 	case "genkey":
@@ -164,8 +170,8 @@ func printStatus(w io.Writer, st control.Status) {
 		fmt.Fprintln(w, "no connection")
 	}
 	for _, c := range st.Conns {
-		fmt.Fprintf(w, "connection %s  CI %08x/%08x  scheduler %s  reorderer %s  queued %d\n",
-			c.State, c.LocalCI, c.PeerCI, c.Scheduler, c.Reorderer, c.Queued)
+		fmt.Fprintf(w, "connection %s  CI %08x/%08x  scheduler %s  reorderer %s (hold %.0f ms, repair %v)  mode %s  queued %d\n",
+			c.State, c.LocalCI, c.PeerCI, c.Scheduler, c.Reorderer, c.ReorderHoldMs, c.Repair, st.Mode, c.Queued)
 		if c.Peer != "" {
 			fmt.Fprintf(w, "  peer %s  %s\n", c.Peer, c.AEAD)
 		}
@@ -180,12 +186,22 @@ func printStatus(w io.Writer, st control.Status) {
 			"id", "name", "state", "prio", "ccid", "phase", "rtt ms", "min ms", "cwnd", "rate Mb/s", "pace Mb/s", "loss %", "remote")
 		for _, p := range c.Paths {
 			state := p.State
-			if p.Failed {
+			switch {
+			case p.Failed:
 				state = "FAILED"
+			case p.Suspect:
+				state = "suspect"
 			}
 			fmt.Fprintf(w, "  %-3d %-8s %-9s %-4d %-6s %-10s %8.1f %8.1f %6d %9.2f %9.2f %7.2f %s\n",
 				p.ID, p.Name, state, p.Prio, p.CCID, p.Phase, p.RTTms, p.MinRTTms, p.Cwnd, p.RateMbps,
 				p.PacingMbps, p.LossPct, p.Remote)
+		}
+	}
+	for _, p := range st.Paths {
+		if p.Local == "" {
+			fmt.Fprintf(w, "path %s: no socket (link %s: waiting for an address)\n", p.Name, p.Link)
+		} else if !p.LinkUp {
+			fmt.Fprintf(w, "path %s: link %s down\n", p.Name, p.Link)
 		}
 	}
 	dp := st.Datapath
@@ -216,16 +232,24 @@ func cmdSet(g globals, args []string) error {
 		req.Scheduler = args[1]
 	case len(args) == 2 && args[0] == "reorderer":
 		req.Reorderer = args[1]
+	case len(args) == 2 && args[0] == "hold":
+		req.Hold = args[1]
+	case len(args) == 2 && args[0] == "mode":
+		req.Mode = args[1]
 	case len(args) == 3 && args[0] == "prio":
-		id, err1 := strconv.Atoi(args[1])
-		prio, err2 := strconv.ParseUint(args[2], 10, 4)
-		if err1 != nil || err2 != nil {
-			return usageError{"set prio PATH-ID N: PATH-ID is a number, N is 0..15"}
+		prio, err := strconv.ParseUint(args[2], 10, 4)
+		if err != nil {
+			return usageError{"set prio PATH N: PATH is a path id or name, N is 0..15"}
 		}
 		p := uint8(prio)
-		req.Path, req.Prio = &id, &p
+		req.Prio = &p
+		if id, err := strconv.Atoi(args[1]); err == nil {
+			req.Path = &id
+		} else {
+			req.PathName = args[1]
+		}
 	default:
-		return usageError{"set scheduler NAME | set reorderer NAME | set prio PATH-ID N"}
+		return usageError{"set scheduler NAME | set reorderer NAME | set hold DURATION | set mode MODE | set prio PATH N"}
 	}
 	if err := control.Call(g.socket, control.MethodSet, req, nil); err != nil {
 		return err

@@ -94,7 +94,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 			sdnotify.Notify("READY=1")
 		}
 	}()
-	go watchdog(ctx)
+	go watchdog(ctx, d, log)
 
 	err = d.Run(ctx, func() { sdnotify.Notify("READY=1") })
 	if err != nil {
@@ -116,20 +116,41 @@ func newLogger(c config.Log, w io.Writer) *slog.Logger {
 	return slog.New(slog.NewTextHandler(w, opts))
 }
 
-// watchdog pings systemd at half the interval it asked for (WATCHDOG_USEC).
-func watchdog(ctx context.Context) {
+// aliver is what the watchdog asks (*daemon.Daemon).
+type aliver interface {
+	Alive(ctx context.Context) error
+}
+
+// watchdog pings systemd at half the interval it asked for (WATCHDOG_USEC),
+// but only while the data path's owner goroutine answers: a daemon whose
+// data path is stuck is restarted instead of reported healthy.
+func watchdog(ctx context.Context, d aliver, log *slog.Logger) {
 	interval, ok := sdnotify.WatchdogInterval()
 	if !ok {
 		return
 	}
 	t := time.NewTicker(interval / 2)
 	defer t.Stop()
+	stuck := false
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+		}
+		actx, cancel := context.WithTimeout(ctx, interval/4)
+		err := d.Alive(actx)
+		cancel()
+		switch {
+		case err == nil:
+			if stuck {
+				log.Info("data path answers again")
+			}
+			stuck = false
 			sdnotify.Notify("WATCHDOG=1")
+		case ctx.Err() == nil && !stuck:
+			stuck = true
+			log.Error("data path does not answer: not feeding the watchdog", "err", err)
 		}
 	}
 }

@@ -108,7 +108,9 @@ type BulkSummary struct {
 	// DSACKs: spurious retransmissions the receiver reported (nstat
 	// TcpExtTCPDSACKRecv of the sender's namespace).
 	DSACKs uint64 `json:"spurious_retrans_dsack"`
-	Error  string `json:"error,omitempty"`
+	// RTOs: retransmission timeouts of the inner flow (TcpExtTCPTimeouts).
+	RTOs  uint64 `json:"rto_timeouts"`
+	Error string `json:"error,omitempty"`
 }
 
 // PathRun is one path's emulator view in the bulk direction.

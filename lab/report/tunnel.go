@@ -32,9 +32,53 @@ type TunnelMetrics struct {
 	HoldCounts    []uint64  `json:"hold_counts"`
 	// Repaired counts packets the sender sent once more (loss repair).
 	Repaired uint64 `json:"repaired"`
+	// The sender's send queue: inner packets its AQM dropped and ones
+	// refused because it was full (congestion, not path failure).
+	AQMDrops   uint64 `json:"aqm_drops"`
+	QueueDrops uint64 `json:"queue_drops"`
+	// Path healing at the sender: suspicions and packets re-injected on
+	// other paths, summed over its paths.
+	Suspicions uint64 `json:"suspicions"`
+	Reinjected uint64 `json:"reinjected"`
+	// Process samples each daemon's goroutines and heap ("client",
+	// "server"), every ProcessEvery of the run: a leak shows as growth.
+	Process map[string][]ProcessSample `json:"process,omitempty"`
+	// Final is what each daemon's connection ran at the end ("sender",
+	// "receiver"): runtime changes show here.
+	Final map[string]ConnSettings `json:"final,omitempty"`
 	// First is the monotonic time of the first sample; plots align it
 	// with the run's start.
 	First mono.Time `json:"-"`
+}
+
+// ConnSettings are a connection's settings and repair counters.
+type ConnSettings struct {
+	Scheduler   string     `json:"scheduler"`
+	Reorderer   string     `json:"reorderer"`
+	HoldMs      float64    `json:"reorder_max_hold_ms"`
+	Repair      bool       `json:"repair"`
+	Mode        string     `json:"mode"`
+	Repaired    uint64     `json:"repaired"`
+	GapsSkipped uint64     `json:"gaps_skipped"`
+	GapsLate    uint64     `json:"gaps_late"`
+	Prio        []PathPrio `json:"prio"`
+	Conns       int        `json:"connections"`
+}
+
+// PathPrio is a path's MP_PRIO.
+type PathPrio struct {
+	Path string `json:"path,omitempty"`
+	ID   int    `json:"id"`
+	Prio uint8  `json:"prio"`
+}
+
+// ProcessSample is one daemon's footprint at a time of the run.
+type ProcessSample struct {
+	TimeS      float64 `json:"time_s"`
+	Goroutines int     `json:"goroutines"`
+	HeapBytes  uint64  `json:"heap_bytes"`
+	// HeapLiveBytes: what the last garbage collection kept.
+	HeapLiveBytes uint64 `json:"heap_live_bytes"`
 }
 
 // shift returns the sample times relative to the run's start.

@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -40,7 +41,8 @@ type MptunPeer struct {
 	// "server") before the daemons start.
 	Extra func(side string, cfg *strings.Builder)
 
-	procs []*proc
+	procs []*proc              // server, client
+	sides map[string]*sideProc // by "server", "client"
 	echo  net.PacketConn
 	keys  labKeys
 
@@ -57,7 +59,13 @@ func (m *MptunPeer) sample(sender, receiver string) {
 	tm := &report.TunnelMetrics{Cwnd: map[string][]float64{}, SRTTms: map[string][]float64{}}
 	t := time.NewTicker(sampleEvery)
 	defer t.Stop()
+	start := mono.Now()
+	var nextProcess mono.Time
 	for {
+		if now := mono.Now(); now >= nextProcess {
+			nextProcess = now.Add(processEvery)
+			sampleProcess(tm, start, map[string]string{"sender": sender, "receiver": receiver})
+		}
 		var st control.Status
 		if control.Call(sender, "status", nil, &st) == nil && len(st.Conns) > 0 {
 			now := mono.Now()
@@ -79,10 +87,19 @@ func (m *MptunPeer) sample(sender, receiver string) {
 				tm.Cwnd[name] = append(tm.Cwnd[name], float64(p.Cwnd))
 				tm.SRTTms[name] = append(tm.SRTTms[name], p.RTTms)
 			}
-			tm.Repaired = st.Conns[0].Repaired
+			c := st.Conns[0]
+			tm.Repaired, tm.AQMDrops, tm.QueueDrops = c.Repaired, c.AQM.Dropped, c.QueueDrops
+			tm.Suspicions, tm.Reinjected = 0, 0
+			for _, p := range c.Paths {
+				tm.Suspicions += p.Suspicions
+				tm.Reinjected += p.Reinjected
+			}
 		}
 		select {
 		case <-m.stopSampling:
+			roles := map[string]string{"sender": sender, "receiver": receiver}
+			sampleProcess(tm, start, roles)
+			finalState(tm, roles)
 			var rs control.Status
 			if control.Call(receiver, "status", nil, &rs) == nil && len(rs.Conns) > 0 {
 				for _, b := range reorder.HoldBuckets {
@@ -128,7 +145,13 @@ func (m *MptunPeer) clientConfig(run *PeerRun) string {
 	m.keys.writeKey(&b, "client")
 	connSettings(&b, t)
 	for _, p := range run.Testbed.Paths {
-		fmt.Fprintf(&b, "\n[[path]]\nname = %q\nlocal = \"%s\"\ndevice = %q\nremote = \"%s:6511\"\n", p.Spec.Name, p.CliAddr, p.Dev, p.SrvAddr)
+		fmt.Fprintf(&b, "\n[[path]]\nname = %q\ndevice = %q\nremote = \"%s:6511\"\n", p.Spec.Name, p.Dev, remoteOf(run, p))
+		if !t.DeviceOnly { // else the path follows the device's address
+			fmt.Fprintf(&b, "local = \"%s\"\n", p.CliAddr)
+		}
+		if prio, ok := t.Prio[p.Spec.Name]; ok {
+			fmt.Fprintf(&b, "prio = %d\n", prio)
+		}
 	}
 	m.keys.writePeer(&b, "client")
 	fmt.Fprintf(&b, "\n[control]\nsocket = %q\n", controlSocket(run, "client"))
@@ -160,7 +183,7 @@ func (m *MptunPeer) serverConfig(run *PeerRun) string {
 func connSettings(b *strings.Builder, t TunnelConf) {
 	for _, kv := range [...]struct{ key, val string }{
 		{"scheduler", t.Scheduler}, {"reorderer", t.Reorderer}, {"ccid", t.CCID},
-		{"aqm_target", t.AQMTarget}, {"reorder_max_hold", t.ReorderMaxHold},
+		{"aqm_target", t.AQMTarget}, {"reorder_max_hold", t.ReorderMaxHold}, {"mode", t.Mode},
 	} {
 		if kv.val != "" {
 			fmt.Fprintf(b, "%s = %q\n", kv.key, kv.val)
@@ -195,6 +218,17 @@ func connSettings(b *strings.Builder, t TunnelConf) {
 			fmt.Fprintf(b, "dscp = %s\n", strings.ReplaceAll(fmt.Sprint(c.DSCP), " ", ", "))
 		}
 	}
+	if len(t.Switch) > 0 {
+		b.WriteString("\n[connection.switch]\n")
+		keys := make([]string, 0, len(t.Switch))
+		for k := range t.Switch {
+			keys = append(keys, k)
+		}
+		slices.Sort(keys)
+		for _, k := range keys {
+			fmt.Fprintf(b, "%s = %s\n", k, tomlValue(t.Switch[k]))
+		}
+	}
 }
 
 // Setup writes both configs, checks them with `mptund -check`, starts the
@@ -226,6 +260,11 @@ func (m *MptunPeer) Setup(ctx context.Context, run *PeerRun) (Endpoint, error) {
 			return Endpoint{}, err
 		}
 		m.procs = append(m.procs, p)
+		if m.sides == nil {
+			m.sides = map[string]*sideProc{}
+		}
+		m.sides[s.name] = &sideProc{name: s.name, idx: len(m.procs) - 1, ns: s.ns, bin: bin, file: file,
+			dir: run.Dir, sock: controlSocket(run, s.name)}
 	}
 	m.echo, err = udpEcho(tb.Srv, tunnelServer+":7")
 	for i := 0; err != nil && i < 50; i++ { // the server's TUN address appears shortly after start

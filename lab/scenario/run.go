@@ -66,7 +66,10 @@ func RunWith(ctx context.Context, file, outDir string, opt Options) (*report.Res
 	if opt.Scale > 0 && opt.Scale != 1 {
 		sc.Duration = Duration(float64(sc.Duration) * opt.Scale)
 		for i := range sc.Events {
-			sc.Events[i].At = Duration(float64(sc.Events[i].At) * opt.Scale)
+			e := &sc.Events[i]
+			e.At = Duration(float64(e.At) * opt.Scale)
+			e.Every = Duration(float64(e.Every) * opt.Scale)
+			e.Until = Duration(float64(e.Until) * opt.Scale)
 		}
 	}
 	if opt.Duration > 0 && opt.Duration < sc.Duration.D() {
@@ -79,6 +82,7 @@ func RunWith(ctx context.Context, file, outDir string, opt Options) (*report.Res
 		}
 		sc.Events = keep
 	}
+	sc.Events = expandEvents(sc.Events, sc.Duration)
 	if len(opt.Peers) > 0 {
 		sc.Peers = opt.Peers
 	}
@@ -191,6 +195,7 @@ func runPeer(ctx context.Context, sc *Scenario, peer, outDir string, out io.Writ
 	lr := newLiveRun(sc, tb, run, peer, out,
 		traffic.Env{Cli: tb.Cli, Srv: tb.Srv, ServerAddr: ep.ServerAddr, ClientBind: ep.ClientBind, MPTCP: ep.MPTCP, Start: mono.Now()})
 	run.Start = lr.env.Start
+	lr.pr = pr
 
 	rctx, cancel := context.WithTimeout(ctx, sc.Duration.D())
 	defer cancel()
@@ -246,6 +251,7 @@ type liveRun struct {
 	out     io.Writer
 	env     traffic.Env
 	bulkDir emu.Dir
+	pr      PeerRunner // for the events that act on the tunnel peer
 
 	mu      sync.Mutex // guards carrier, capBits and run.Events
 	carrier []bool     // per path: up (not blackholed or down)
@@ -274,7 +280,7 @@ func (lr *liveRun) events(ctx context.Context) {
 			return
 		case <-time.After(lr.env.Start.Add(e.At.D()).Sub(mono.Now())):
 		}
-		err := applyEvent(ctx, lr.tb, lr.sc, e, func(i int, up bool) { lr.mu.Lock(); lr.carrier[i] = up; lr.mu.Unlock() })
+		err := applyEvent(ctx, lr.tb, lr.sc, lr.pr, e, func(i int, up bool) { lr.mu.Lock(); lr.carrier[i] = up; lr.mu.Unlock() })
 		ev := report.Event{AtS: mono.Now().Sub(lr.env.Start).Seconds(), Path: e.Path, Action: e.Action}
 		if err != nil {
 			ev.Error = err.Error()
@@ -374,7 +380,7 @@ func (lr *liveRun) summarise() {
 	}
 	if bulk := lr.bulk; bulk != nil {
 		b := sc.Traffic.Bulk
-		run.Bulk = &report.BulkSummary{CC: defaultCC(b.CC), Direction: dirName(b.Direction), Bytes: bulk.Bytes, GoodputMbps: bulk.GoodputMbps, Retrans: bulk.Retrans, DSACKs: bulk.DSACKs}
+		run.Bulk = &report.BulkSummary{CC: defaultCC(b.CC), Direction: dirName(b.Direction), Bytes: bulk.Bytes, GoodputMbps: bulk.GoodputMbps, Retrans: bulk.Retrans, DSACKs: bulk.DSACKs, RTOs: bulk.Timeouts}
 		if lr.bulkErr != nil {
 			run.Bulk.Error = lr.bulkErr.Error()
 			run.Error = "bulk: " + lr.bulkErr.Error()
@@ -497,7 +503,13 @@ func checks(run *report.Run) []report.Check {
 }
 
 // applyEvent changes a path as the event says.
-func applyEvent(ctx context.Context, tb *topo.Testbed, sc *Scenario, e EventConf, setCarrier func(int, bool)) error {
+func applyEvent(ctx context.Context, tb *topo.Testbed, sc *Scenario, pr PeerRunner, e EventConf, setCarrier func(int, bool)) error {
+	switch e.Action {
+	case "restart_server":
+		return restartServer(ctx, pr, e)
+	case "tunnel_set", "tunnel_reload", "restart_client":
+		return tunnelEvent(ctx, pr, e)
+	}
 	i := sc.PathIndex(e.Path)
 	l := tb.Paths[i].Link
 	dirs := []emu.Dir{emu.AB, emu.BA}
@@ -523,6 +535,8 @@ func applyEvent(ctx context.Context, tb *topo.Testbed, sc *Scenario, e EventConf
 		up := e.Action == "link_up"
 		setCarrier(i, up)
 		return tb.SetCarrier(ctx, i, up)
+	case "readdress":
+		return readdress(ctx, tb, i, e)
 	case "set":
 		return update(func(c *emu.Config) {
 			if e.Rate > 0 {

@@ -10,6 +10,7 @@ package scenario
 import (
 	"errors"
 	"fmt"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
@@ -79,14 +80,35 @@ type GEConf struct {
 	LossBad  float64 `toml:"loss_bad"`
 }
 
-// EventConf is a timed change of one path.
+// EventConf is a timed change of one path (or of the tunnel's server).
 type EventConf struct {
 	At   Duration `toml:"at"`
 	Path string   `toml:"path"`
 	Dir  string   `toml:"dir"` // "both" (default), "up" or "down"
 	// Action: "blackhole" (silent drop, interfaces stay up), "restore",
-	// "link_down" / "link_up" (carrier loss on the client side), "set".
+	// "link_down" / "link_up" (carrier loss on the client side), "set",
+	// "readdress" (the client's address on the path changes),
+	// "restart_server" (the tunnel's server process is killed and started
+	// again; no path).
 	Action string `toml:"action"`
+	// Every repeats the event every so long until Until (e.g. a flapping
+	// path: link_down at 10s and link_up at 12s, both every 4s).
+	Every Duration `toml:"every"`
+	Until Duration `toml:"until"`
+	// For "readdress": the new address (default 10.100.I.(101+n)) and how
+	// long the path has no address in between. For "restart_server": how
+	// long the server stays down, and Signal "kill" (a crash, default) or
+	// "term" (an orderly restart).
+	Address string   `toml:"address"`
+	Down    Duration `toml:"down"`
+	Signal  string   `toml:"signal"`
+	// For "tunnel_set" (`mptun set`: scheduler, reorderer, hold, mode,
+	// path_name, prio) and "tunnel_reload" (config keys such as
+	// "connection.scheduler", then SIGHUP): what to change, on Side
+	// "client", "server" or "both" (default). "restart_client" restarts
+	// the client daemon (Signal "term" by default, Down in between).
+	Side   string            `toml:"side"`
+	Params map[string]string `toml:"params"`
 	// For "set": the fields to change (zero means unchanged; loss uses a
 	// pointer so 0 can be set).
 	Rate  Rate     `toml:"rate"`
@@ -156,8 +178,21 @@ type TunnelConf struct {
 	ECN     *bool `toml:"ecn"`
 	// Classes are passed as [[connection.class]] traffic-class rules.
 	Classes []ClassConf `toml:"class"`
-	Mode    string      `toml:"mode"`   // e.g. "aggregate" or "switch"; passed through
-	Binary  string      `toml:"binary"` // mptund; default: next to this executable, then $PATH
+	// Mode is passed as connection.mode ("aggregate", "active-backup",
+	// "switch"; "" = default).
+	Mode string `toml:"mode"`
+	// DeviceOnly names the client's paths by device only: they follow the
+	// device's address (for "readdress").
+	DeviceOnly bool `toml:"device_only"`
+	// RemotePath sends every client path to the server address of this
+	// path (a multi-homed server asked on one address over all paths).
+	RemotePath string `toml:"remote_path"`
+	// Prio sets client paths' MP_PRIO by path name (path.NAME.prio).
+	Prio map[string]int `toml:"prio"`
+	// Switch is the [connection.switch] table of both configs (rtt_high,
+	// rtt_low, loss_high, loss_low, hold).
+	Switch map[string]string `toml:"switch"`
+	Binary string            `toml:"binary"` // mptund; default: next to this executable, then $PATH
 }
 
 // ClassConf is one traffic-class rule of the tunnel (configs/cpe.toml
@@ -255,14 +290,48 @@ func (sc *Scenario) validate() error {
 	if sc.BestPath != "" && !names[sc.BestPath] {
 		bad("best_path %q: no such path", sc.BestPath)
 	}
+	if rp := sc.Tunnel.RemotePath; rp != "" && !names[rp] {
+		bad("tunnel.remote_path %q: no such path", rp)
+	}
+	for name, p := range sc.Tunnel.Prio {
+		if !names[name] || p < 0 || p > 15 {
+			bad("tunnel.prio.%s = %d: want a path's name and 0..15", name, p)
+		}
+	}
 	for i, e := range sc.Events {
-		if !names[e.Path] {
+		tunnel := tunnelActions[e.Action]
+		switch {
+		case tunnel && e.Path != "":
+			bad("event %d: %s takes no path", i+1, e.Action)
+		case !tunnel && !names[e.Path]:
 			bad("event %d: path %q: no such path", i+1, e.Path)
 		}
 		switch e.Action {
-		case "blackhole", "restore", "link_down", "link_up", "set":
+		case "blackhole", "restore", "link_down", "link_up", "set", "readdress", "restart_server",
+			"restart_client", "tunnel_set", "tunnel_reload":
 		default:
-			bad("event %d: action %q: want blackhole, restore, link_down, link_up or set", i+1, e.Action)
+			bad("event %d: action %q: want blackhole, restore, link_down, link_up, set, readdress, restart_server, restart_client, tunnel_set or tunnel_reload", i+1, e.Action)
+		}
+		switch e.Side {
+		case "", "both", "client", "server":
+		default:
+			bad("event %d: side %q: want client, server or both", i+1, e.Side)
+		}
+		if (e.Action == "tunnel_set" || e.Action == "tunnel_reload") != (len(e.Params) > 0) {
+			bad("event %d: params are for tunnel_set and tunnel_reload, which need them", i+1)
+		}
+		switch e.Signal {
+		case "", "kill", "term":
+		default:
+			bad("event %d: signal %q: want kill or term", i+1, e.Signal)
+		}
+		if e.Address != "" {
+			if _, err := netip.ParseAddr(e.Address); err != nil || e.Action != "readdress" {
+				bad("event %d: address %q: an IPv4 address, for readdress only", i+1, e.Address)
+			}
+		}
+		if e.Every < 0 || e.Every > 0 && e.Every.D() < 10*time.Millisecond {
+			bad("event %d: every %v: at least 10ms", i+1, e.Every.D())
 		}
 		switch e.Dir {
 		case "", "both", "up", "down":
@@ -284,6 +353,9 @@ func (sc *Scenario) validate() error {
 	errs = append(errs, sc.validateLatency()...)
 	return errors.Join(errs...)
 }
+
+// tunnelActions act on the tunnel peer rather than on a path.
+var tunnelActions = map[string]bool{"restart_server": true, "restart_client": true, "tunnel_set": true, "tunnel_reload": true}
 
 func dirOf(b *BulkConf) string {
 	if b == nil {

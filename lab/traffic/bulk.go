@@ -37,7 +37,10 @@ type BulkResult struct {
 	// run: retransmissions the receiver reported as duplicates, i.e.
 	// spurious ones (reordering mistaken for loss).
 	DSACKs uint64
-	Bins   Bins
+	// Timeouts counts the sender namespace's TcpExtTCPTimeouts during the
+	// run: retransmission timeouts (RTO) of the inner flow.
+	Timeouts uint64
+	Bins     Bins
 	// MPTCP is what the kernel says about each sending MPTCP socket at
 	// the end of the run: really MPTCP or fallen back, and the subflows.
 	MPTCP []MPTCPConnInfo `json:",omitempty"`
@@ -57,7 +60,7 @@ func RunBulk(ctx context.Context, env Env, cfg BulkConfig) (BulkResult, error) {
 	if cfg.Down {
 		senderNS = env.Srv
 	}
-	dsack0 := tcpExt(senderNS, "TCPDSACKRecv")
+	dsack0, rto0 := tcpExt(senderNS, "TCPDSACKRecv"), tcpExt(senderNS, "TCPTimeouts")
 	ln, err := env.listenTCP(ctx, cfg.Port, cfg.CC)
 	if err != nil {
 		return b.res, err
@@ -82,6 +85,7 @@ func RunBulk(ctx context.Context, env Env, cfg BulkConfig) (BulkResult, error) {
 		res.Err = dialErr.Error()
 	}
 	res.DSACKs = tcpExt(senderNS, "TCPDSACKRecv") - dsack0
+	res.Timeouts = tcpExt(senderNS, "TCPTimeouts") - rto0
 	return res, dialErr
 }
 

@@ -1,0 +1,111 @@
+// SPDX-License-Identifier: MIT
+
+package mpdccp
+
+import (
+	"testing"
+	"time"
+
+	"github.com/mptun/mptun/internal/mono"
+	"github.com/mptun/mptun/internal/netsim"
+	"github.com/mptun/mptun/reorder"
+)
+
+// blackhole makes path i drop everything in both directions (on) or
+// carry again (off).
+func (h *harness) blackhole(i int, on bool) {
+	for _, l := range []*netsim.Link{h.paths[i].up, h.paths[i].down} {
+		lc := l.Config()
+		lc.Loss = 0
+		if on {
+			lc.Loss = 1
+		}
+		l.SetConfig(lc)
+	}
+}
+
+func (h *harness) eventAt(side int, k EventKind, path int) (Event, bool) {
+	for _, ev := range h.events[side] {
+		if ev.Kind == k && ev.Path == path {
+			return ev, true
+		}
+	}
+	return Event{}, false
+}
+
+// A path that goes silent is suspected within about a round trip, the
+// data in flight on it is sent again on the other path, and nothing is
+// lost; when the path comes back it carries data again within a second.
+func TestSilentPathReinjected(t *testing.T) {
+	ro := reorder.Config{MaxHold: 100 * time.Millisecond, NoEarlyLoss: true, HoldGaps: true}
+	cfg := Config{Retransmit: true, Scheduler: "rr", Reorderer: "fixed", Reorder: ro}
+	links := []netsim.LinkConfig{link(20e6, 10*time.Millisecond, 0), link(20e6, 20*time.Millisecond, 0)}
+	h, c := openHarness(t, 7, 2, harnessConfig{links: links, cli: cfg, srv: cfg})
+	snk := newSink()
+	var last, maxGap time.Duration
+	var lastAt mono.Time
+	h.onDeliver = func(side int, _ *Conn, b []byte) {
+		if side != sideServer {
+			return
+		}
+		snk.deliver(b)
+		now := h.sim.Now()
+		if lastAt != 0 && now.Sub(lastAt) > maxGap {
+			maxGap, last = now.Sub(lastAt), time.Duration(lastAt)
+		}
+		lastAt = now
+	}
+	total := uint64(10 * 2000)
+	src := &source{h: h, c: c, side: sideClient, total: total, size: 1000, period: time.Millisecond, perTick: 2}
+	src.start()
+	h.run(2 * time.Second)
+	holeAt := h.sim.Now()
+	h.blackhole(1, true)
+	suspectAt := h.stepUntil(2*time.Second, func() bool { _, ok := h.eventAt(sideClient, EventPathSuspect, 1); return ok })
+	h.run(holeAt.Add(2 * time.Second).Sub(h.sim.Now()))
+	backAt := h.sim.Now()
+	h.blackhole(1, false)
+	data0 := c.Stats().Paths[1].DataOut
+	inUseAt := h.stepUntil(5*time.Second, func() bool { return c.Stats().Paths[1].DataOut > data0+10 })
+	h.runUntil(30*time.Second, func() bool { return src.next >= total && c.queued() == 0 })
+	h.run(2 * time.Second)
+
+	sus, _ := h.eventAt(sideClient, EventPathSuspect, 1)
+	rec, _ := h.eventAt(sideClient, EventPathRecover, 1)
+	t.Logf("suspected %v after the blackhole (%s); %s; in use %v after its return; largest delivery gap %v",
+		suspectAt.Sub(holeAt), sus.Reason, rec.Reason, inUseAt.Sub(backAt), maxGap)
+	if suspectAt == 0 || suspectAt.Sub(holeAt) > 100*time.Millisecond {
+		t.Errorf("path 1 suspected %v after it went silent, want within 100 ms:\n%s", suspectAt.Sub(holeAt), h.dumpEvents())
+	}
+	if inUseAt == 0 || inUseAt.Sub(backAt) > time.Second {
+		t.Errorf("path 1 carries data %v after its return, want within 1 s:\n%s", inUseAt.Sub(backAt), h.dumpEvents())
+	}
+	ps := c.Stats().Paths[1]
+	if ps.Reinjected == 0 || ps.Suspicions != 1 {
+		t.Errorf("path 1: %d suspicions, %d re-injected; want 1 and some", ps.Suspicions, ps.Reinjected)
+	}
+	if snk.count != total || snk.dups != 0 {
+		t.Errorf("delivered %d of %d (%d duplicates): the blackhole lost packets", snk.count, total, snk.dups)
+	}
+	if maxGap > 150*time.Millisecond {
+		t.Errorf("largest delivery gap %v (at %v)", maxGap, time.Duration(last))
+	}
+}
+
+// stepUntil runs the simulation until cond holds (returning the time) or
+// limit passes (returning 0).
+func (h *harness) stepUntil(limit time.Duration, cond func() bool) mono.Time {
+	end := h.sim.Now().Add(limit)
+	for h.sim.Now() < end {
+		if cond() {
+			return h.sim.Now()
+		}
+		if !h.sim.Step() {
+			break
+		}
+	}
+	if cond() {
+		return h.sim.Now()
+	}
+	return 0
+}
