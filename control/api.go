@@ -39,9 +39,22 @@ type Status struct {
 	Dropped    map[string]uint64 `json:"dropped_datagrams"`
 	ResetsSent uint64            `json:"resets_sent"`
 	// Security is "noise" or "none"; PublicKey is this end's key.
-	Security      string `json:"security"`
-	PublicKey     string `json:"public_key,omitempty"`
-	CookieReplies uint64 `json:"cookie_replies"`
+	Security      string        `json:"security"`
+	PublicKey     string        `json:"public_key,omitempty"`
+	CookieReplies uint64        `json:"cookie_replies"`
+	Process       ProcessStatus `json:"process"`
+}
+
+// ProcessStatus is the daemon's own footprint (leaks show here).
+type ProcessStatus struct {
+	Goroutines int    `json:"goroutines"`
+	HeapBytes  uint64 `json:"heap_bytes"`
+	// HeapLiveBytes is the heap the last garbage collection kept: unlike
+	// HeapBytes it does not swing with garbage, so growth here is a leak.
+	HeapLiveBytes uint64 `json:"heap_live_bytes"`
+	SysBytes      uint64 `json:"sys_bytes"`
+	GCs           uint32 `json:"gcs"`
+	EventsLost    uint64 `json:"monitor_events_lost"`
 }
 
 // ConnStatus is one MP-DCCP connection.

@@ -9,6 +9,7 @@ import (
 	"github.com/mptun/mptun/ccid"
 	"github.com/mptun/mptun/ccid/aqm"
 	"github.com/mptun/mptun/config"
+	"github.com/mptun/mptun/internal/defaults"
 	"github.com/mptun/mptun/mpdccp"
 	"github.com/mptun/mptun/reorder"
 	"github.com/mptun/mptun/scheduler"
@@ -43,6 +44,9 @@ func engineConfig(cfg *config.Config, maxPacket int) (mpdccp.Config, error) {
 	}
 	if cc.Role == config.RoleServer {
 		ec.Role = mpdccp.Server
+		// A secure concentrator holds at most a connection per peer (and
+		// one being set up): the peer list bounds it, not the default.
+		ec.MaxConns = max(defaults.MaxConns, 2*len(cfg.Peers))
 	}
 	var err error
 	if ec.Classes, err = classRules(cfg); err != nil {

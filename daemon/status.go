@@ -82,6 +82,7 @@ func (d *Daemon) Status(ctx context.Context) (control.Status, error) {
 		SendErrors:     s.SendErrors.Load(),
 		TimerLateP50us: float64(p50) / 1e3, TimerLateP99us: float64(p99) / 1e3, TimerLateMaxus: float64(mx) / 1e3,
 	}
+	st.Process = processStatus()
 	return st, err
 }
 
