@@ -61,7 +61,8 @@ type ScaleRun struct {
 	ConnectP99Ms     float64        `json:"connect_p99_ms"`
 	ConnectMaxMs     float64        `json:"connect_max_ms"`
 	ConnectAllS      float64        `json:"connect_all_s"`      // first dial to last open
-	ServerConns      int            `json:"server_connections"` // open, as `mptun status` lists them
+	ServerConns      int            `json:"server_connections"` // open, as `mptun status` counts them
+	ListedConns      int            `json:"listed_connections"` // open, in `mptun status`'s list at the end
 	CookieReplies    uint64         `json:"cookie_replies"`
 	ServerRateLimits uint64         `json:"server_rate_limited"`
 	// Memory of the concentrator: before any CPE, after the idle phase.
@@ -254,6 +255,7 @@ func ScaleTable(res ScaleResult) string {
 	row("concentrator GOMAXPROCS", func(r ScaleRun) string { return fmt.Sprint(r.GOMAXPROCS) })
 	row("connected / failed", func(r ScaleRun) string { return fmt.Sprintf("%d / %d", r.Connected, r.Failed) })
 	row("open at the concentrator", func(r ScaleRun) string { return fmt.Sprint(r.ServerConns) })
+	row("listed by status at the end", func(r ScaleRun) string { return fmt.Sprint(r.ListedConns) })
 	row("connect p50 / p99 ms", func(r ScaleRun) string { return fmt.Sprintf("%.0f / %.0f", r.ConnectP50Ms, r.ConnectP99Ms) })
 	row("all connected in s", func(r ScaleRun) string { return fmt.Sprintf("%.2f", r.ConnectAllS) })
 	row("RSS MB (per conn B)", func(r ScaleRun) string {

@@ -106,6 +106,17 @@ func scaleRun(ctx context.Context, tools Tools, o ScaleOptions, gomaxprocs int) 
 	for _, w := range b.workers {
 		r.SendDrops += w.sendDrops.Load()
 	}
+	// Last, as it leaves megabytes of garbage: `mptun status` lists
+	// every connection.
+	st, err := b.status(control.StatusRequest{})
+	if err != nil {
+		return r, err
+	}
+	for _, c := range st.Conns {
+		if c.State == "open" {
+			r.ListedConns++
+		}
+	}
 	return r, nil
 }
 
@@ -320,15 +331,11 @@ func (b *scaleBed) connect(ctx context.Context, r *ScaleRun) error {
 		}
 		c.dirty = true
 	})
-	st, err := b.status()
+	st, err := b.status(control.StatusRequest{Summary: true})
 	if err != nil {
 		return err
 	}
-	for _, c := range st.Conns {
-		if c.State == "open" {
-			r.ServerConns++
-		}
-	}
+	r.ServerConns = st.ConnStates["open"]
 	r.CookieReplies, r.ServerRateLimits = st.CookieReplies, st.Dropped["rate-limited"]
 	return nil
 }
@@ -463,22 +470,18 @@ func (b *scaleBed) alive(ctx context.Context, d time.Duration) error {
 	}
 }
 
-func (b *scaleBed) status() (control.Status, error) {
+func (b *scaleBed) status(req control.StatusRequest) (control.Status, error) {
 	var st control.Status
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	err := control.CallContext(ctx, b.sock, control.MethodStatus, nil, &st)
+	err := control.CallContext(ctx, b.sock, control.MethodStatus, req, &st)
 	return st, err
 }
 
-// memory reads the concentrator's RSS and the heap its last garbage
-// collection kept. A first status call makes garbage (the reply lists
-// every connection) that collections then sweep; the second reads.
+// memory reads the concentrator's RSS and its live heap after a garbage
+// collection (a status summary: no per-connection list to make garbage).
 func (b *scaleBed) memory() (MemSample, error) {
-	if _, err := b.status(); err != nil {
-		return MemSample{}, err
-	}
-	st, err := b.status()
+	st, err := b.status(control.StatusRequest{Summary: true, GC: true})
 	if err != nil {
 		return MemSample{}, err
 	}

@@ -43,6 +43,18 @@ type Status struct {
 	PublicKey     string        `json:"public_key,omitempty"`
 	CookieReplies uint64        `json:"cookie_replies"`
 	Process       ProcessStatus `json:"process"`
+	// ConnStates counts the connections by state, also in a summary.
+	ConnStates map[string]int `json:"connection_states"`
+}
+
+// StatusRequest is the optional parameters of "status".
+type StatusRequest struct {
+	// Summary leaves the connection list out (a concentrator's lists
+	// thousands); ConnStates still counts them.
+	Summary bool `json:"summary,omitempty"`
+	// GC collects garbage first, so that process.heap_live_bytes is the
+	// heap in use now (load tests divide it by the connections).
+	GC bool `json:"gc,omitempty"`
 }
 
 // ProcessStatus is the daemon's own footprint (leaks show here).

@@ -45,14 +45,15 @@ type Daemon struct {
 	log   *slog.Logger
 	start time.Time
 
-	dev        tun.Device
-	sockets    []*netio.Conn
-	ep         *mpdccp.Endpoint
-	dp         *datapath.Datapath
-	innerMTU   int
-	ctl        *control.Server
-	capFile    *capture.File
-	metricsSrv *metrics.HTTPServer
+	dev          tun.Device
+	sockets      []*netio.Conn
+	shardSockets []*netio.Conn // the other owners' listen sockets (shards.go)
+	ep           *mpdccp.Endpoint
+	dp           *datapath.Datapath
+	innerMTU     int
+	ctl          *control.Server
+	capFile      *capture.File
+	metricsSrv   *metrics.HTTPServer
 
 	mu       sync.Mutex // guards reloadable settings
 	pathName map[int]string
@@ -90,8 +91,13 @@ func New(cfg *config.Config, log *slog.Logger) (d *Daemon, err error) {
 		return nil, err
 	}
 	epCfg.Security = engineSecurity(cfg, log)
-	if d.ep, err = mpdccp.NewEndpoint(epCfg); err != nil {
+	steer := newSteer(cfg)
+	if d.ep, err = mpdccp.NewEndpoint(shardEngine(epCfg, steer, 0)); err != nil {
 		return nil, fmt.Errorf("engine: %w", err)
+	}
+	sharding, err := d.openShards(epCfg, steer)
+	if err != nil {
+		return nil, err
 	}
 
 	d.innerMTU = d.ep.MaxPayload()
@@ -128,7 +134,7 @@ func New(cfg *config.Config, log *slog.Logger) (d *Daemon, err error) {
 	}
 	d.dp, err = datapath.New(datapath.Config{
 		Endpoint: d.ep, Device: d.dev, Sockets: socks, InnerMTU: d.innerMTU,
-		InnerAddrs: inner, Logger: log, Capture: capt,
+		InnerAddrs: inner, Logger: log, Capture: capt, Sharding: sharding,
 	})
 	if err != nil {
 		return nil, err
@@ -159,9 +165,13 @@ func (d *Daemon) openSockets() (int, error) {
 	}
 	off := netio.SocketConfig{DisableGSO: !cfg.Offload.UDPGSO, DisableGRO: !cfg.Offload.UDPGRO}
 	if cfg.Connection.Role == config.RoleServer {
+		if err := listenFree(cfg); err != nil {
+			return 0, err
+		}
 		for _, l := range cfg.Listen {
 			sc := off
 			sc.Local, sc.Device, sc.Fwmark = l.Address, l.Device, l.Fwmark
+			sc.ReusePort = shardCount(cfg) > 1
 			if err := open(sc, config.DefaultPathMTU, "listen "+l.Address.String()); err != nil {
 				return 0, err
 			}
@@ -222,7 +232,7 @@ func (d *Daemon) Run(ctx context.Context, ready func()) error {
 	}
 	name, _ := d.dev.Name()
 	d.log.Info("mptund running", "role", d.cfg.Connection.Role, "tun", name, "inner_mtu", d.innerMTU,
-		"sockets", len(d.sockets), "ccid", d.cfg.Connection.CCID, "scheduler", d.cfg.Connection.Scheduler,
+		"sockets", len(d.sockets), "shards", d.dp.Shards(), "ccid", d.cfg.Connection.CCID, "scheduler", d.cfg.Connection.Scheduler,
 		"reorderer", d.cfg.Connection.Reorderer, "security", d.cfg.Connection.Security, "public_key", d.ep.PublicKey())
 	d.dropPrivileges()
 	if ready != nil {
@@ -242,7 +252,7 @@ func (d *Daemon) close() {
 	if d.metricsSrv != nil {
 		d.metricsSrv.Close()
 	}
-	for _, s := range d.sockets {
+	for _, s := range append(d.sockets, d.shardSockets...) {
 		s.Close()
 	}
 	if d.dev != nil {

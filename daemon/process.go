@@ -10,8 +10,12 @@ import (
 )
 
 // processStatus is the daemon's footprint: goroutines and heap, with the
-// heap the last collection kept (what a load test divides by connections).
-func processStatus() control.ProcessStatus {
+// heap the last collection kept (what a load test divides by
+// connections), after a collection now when gc is set.
+func processStatus(gc bool) control.ProcessStatus {
+	if gc {
+		runtime.GC()
+	}
 	var mem runtime.MemStats
 	runtime.ReadMemStats(&mem)
 	live := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}

@@ -19,29 +19,39 @@ func ms(d time.Duration) float64 { return float64(d) / 1e6 }
 
 // Status snapshots the daemon; engine state is read in its owner goroutine.
 func (d *Daemon) Status(ctx context.Context) (control.Status, error) {
+	return d.StatusWith(ctx, control.StatusRequest{})
+}
+
+// StatusWith is Status with the request's options.
+func (d *Daemon) StatusWith(ctx context.Context, req control.StatusRequest) (control.Status, error) {
 	name, _ := d.dev.Name()
 	st := control.Status{APIVersion: control.APIVersion, Role: d.cfg.Connection.Role, Tunnel: name, InnerMTU: d.innerMTU,
-		UptimeS: time.Since(d.start).Seconds(), Dropped: map[string]uint64{}}
+		UptimeS: time.Since(d.start).Seconds(), Dropped: map[string]uint64{}, ConnStates: map[string]int{}}
 	d.mu.Lock()
 	schedName, reoName := d.schedName, d.reoName
 	d.mu.Unlock()
 	err := d.dp.Do(ctx, func(now mono.Time, ep *mpdccp.Endpoint) {
 		es := ep.Stats()
-		for r, n := range es.Dropped {
+		for r, n := range es.Dropped { // summed over a concentrator's owners
 			if n > 0 {
-				st.Dropped[mpdccp.DropReason(r).String()] = n
+				st.Dropped[mpdccp.DropReason(r).String()] += n
 			}
 		}
-		st.ResetsSent = es.ResetsSent
-		st.CookieReplies = es.CookieReplies
+		st.ResetsSent += es.ResetsSent
+		st.CookieReplies += es.CookieReplies
 		st.Security = d.cfg.Connection.Security
 		if ep.Sealed() {
 			st.PublicKey = ep.PublicKey().String()
 		}
 		// The engine decapsulates ECN (RFC 6040); the counters stay under
 		// "datapath" in the API, where they always were.
-		st.Datapath.DroppedECN, st.Datapath.MarkedCE = es.InnerECNDropped, es.InnerCEMarked
+		st.Datapath.DroppedECN += es.InnerECNDropped
+		st.Datapath.MarkedCE += es.InnerCEMarked
 		for _, c := range ep.Conns() {
+			st.ConnStates[c.State().String()]++
+			if req.Summary {
+				continue
+			}
 			cs := c.Stats()
 			out := control.ConnStatus{State: cs.State.String(), LocalCI: cs.LocalCI, PeerCI: cs.PeerCI,
 				Scheduler: schedName, Reorderer: reoName, Queued: cs.Queued,
@@ -71,7 +81,7 @@ func (d *Daemon) Status(ctx context.Context) (control.Status, error) {
 			st.Conns = append(st.Conns, out)
 		}
 	})
-	s := &d.dp.Stats
+	s := d.dp.Stats
 	p50, p99, mx := d.dp.TimerLateness()
 	droppedECN, markedCE := st.Datapath.DroppedECN, st.Datapath.MarkedCE
 	st.Datapath = control.DPStatus{
@@ -82,16 +92,22 @@ func (d *Daemon) Status(ctx context.Context) (control.Status, error) {
 		SendErrors:     s.SendErrors.Load(),
 		TimerLateP50us: float64(p50) / 1e3, TimerLateP99us: float64(p99) / 1e3, TimerLateMaxus: float64(mx) / 1e3,
 	}
-	st.Process = processStatus()
+	st.Process = processStatus(req.GC)
 	return st, err
 }
 
 func (d *Daemon) handlers() control.Handlers {
 	return control.Handlers{
-		control.MethodStatus: func(json.RawMessage) (any, error) {
-			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		control.MethodStatus: func(raw json.RawMessage) (any, error) {
+			var req control.StatusRequest
+			if len(raw) > 0 && string(raw) != "null" {
+				if err := control.DecodeParams(raw, &req); err != nil {
+					return nil, err
+				}
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			defer cancel()
-			return d.Status(ctx)
+			return d.StatusWith(ctx, req)
 		},
 		// capture: registered with the caller's credentials (privileges.go).
 		control.MethodSet: func(raw json.RawMessage) (any, error) {

@@ -69,6 +69,9 @@ type Config struct {
 	InnerAddrs []netip.Addr
 	Logger     *slog.Logger
 	Capture    Capture
+	// Sharding, when set, runs the connections on several owner
+	// goroutines (sharded.go): Endpoint and Sockets are the first.
+	Sharding *Sharding
 }
 
 // Stats are the data path's counters. They are updated by the owner
@@ -99,7 +102,15 @@ type Datapath struct {
 	cfg   Config
 	ep    *mpdccp.Endpoint
 	log   *slog.Logger
-	Stats Stats
+	Stats *Stats // shared by a sharded data path's owners
+
+	// Sharded data paths (sharded.go): the front has shards and no
+	// engine of its own; a shard is fed by the front's readers.
+	shards  []*Datapath
+	front   *front
+	fed     bool
+	onEvent func(ev mpdccp.Event)
+	learn   func(src netip.Addr)
 
 	tunIn   chan *tunBatch
 	tunFree chan *tunBatch
@@ -126,6 +137,9 @@ type captureBox struct{ c Capture }
 
 // SetCapture starts (c != nil) or stops (nil) recording datagrams.
 func (d *Datapath) SetCapture(c Capture) {
+	for _, s := range d.shards {
+		s.SetCapture(c)
+	}
 	if c == nil {
 		d.capture.Store(nil)
 		return
@@ -137,6 +151,9 @@ func (d *Datapath) SetCapture(c Capture) {
 func New(cfg Config) (*Datapath, error) {
 	if cfg.Endpoint == nil || cfg.Device == nil || len(cfg.Sockets) == 0 {
 		return nil, errors.New("datapath: endpoint, device and at least one socket are required")
+	}
+	if cfg.Sharding != nil {
+		return newSharded(cfg)
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
@@ -152,6 +169,7 @@ func New(cfg Config) (*Datapath, error) {
 		cfg:     cfg,
 		ep:      cfg.Endpoint,
 		log:     cfg.Logger,
+		Stats:   new(Stats),
 		tunIn:   make(chan *tunBatch, batchesInFlight),
 		tunFree: make(chan *tunBatch, batchesInFlight),
 		udpIn:   make(chan *udpBatch, batchesInFlight*len(cfg.Sockets)),
@@ -201,6 +219,9 @@ func New(cfg Config) (*Datapath, error) {
 // Do runs fn in the goroutine that owns the endpoint and waits for it. The
 // control API uses it to read or change engine state safely.
 func (d *Datapath) Do(ctx context.Context, fn func(now mono.Time, ep *mpdccp.Endpoint)) error {
+	if d.shards != nil {
+		return d.doEach(ctx, fn)
+	}
 	done := make(chan struct{})
 	select {
 	case d.ctl <- func() { fn(mono.Now(), d.ep); close(done) }:
@@ -217,6 +238,9 @@ func (d *Datapath) Do(ctx context.Context, fn func(now mono.Time, ep *mpdccp.End
 
 // TimerLateness reports the precise timer's wake-up lateness quantiles.
 func (d *Datapath) TimerLateness() (p50, p99, max time.Duration) {
+	if d.shards != nil {
+		return d.shardLateness()
+	}
 	h := &d.timer.Lateness
 	return h.Quantile(0.5), h.Quantile(0.99), h.Max()
 }
@@ -224,14 +248,20 @@ func (d *Datapath) TimerLateness() (p50, p99, max time.Duration) {
 // Run moves packets until ctx is cancelled, then closes every connection
 // gracefully (MP_CLOSE) and returns after they closed or closeGrace passed.
 func (d *Datapath) Run(ctx context.Context, closeGrace time.Duration) error {
+	if d.shards != nil {
+		return d.runSharded(ctx, closeGrace)
+	}
 	readCtx, stopReaders := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
-	wg.Add(2 + len(d.cfg.Sockets))
-	go func() { defer wg.Done(); d.routineReadTUN(readCtx) }()
-	for i := range d.cfg.Sockets {
-		go func() { defer wg.Done(); d.routineReadUDP(readCtx, i) }()
-	}
+	wg.Add(1)
 	go func() { defer wg.Done(); d.routineTimer() }()
+	if !d.fed { // a shard's datagrams and packets come from the front
+		wg.Add(1 + len(d.cfg.Sockets))
+		go func() { defer wg.Done(); d.routineReadTUN(readCtx) }()
+		for i := range d.cfg.Sockets {
+			go func() { defer wg.Done(); d.routineReadUDP(readCtx, i) }()
+		}
+	}
 	defer func() {
 		stopReaders()
 		d.timer.Close()
@@ -532,10 +562,13 @@ func (d *Datapath) flush(now mono.Time) {
 			break
 		}
 		pkt := out[tunOffset : tunOffset+n]
-		if c != nil && len(d.ep.Conns()) > 1 && !d.ep.Sealed() {
+		if c != nil && (len(d.ep.Conns()) > 1 || d.learn != nil) && !d.ep.Sealed() {
 			if src, ok := innerAddr(pkt, true); ok {
 				if d.routes[src] != c {
 					d.routes[src] = c
+					if d.learn != nil {
+						d.learn(src) // the front's TUN reader steers to this shard
+					}
 				}
 			}
 		}
@@ -552,6 +585,9 @@ func (d *Datapath) flush(now mono.Time) {
 		ev, ok := d.ep.PollEvent()
 		if !ok {
 			break
+		}
+		if d.onEvent != nil {
+			d.onEvent(ev)
 		}
 		d.log.Info("mpdccp event", "event", ev.Kind.String(), "path", ev.Path, "remote", ev.Remote, "reason", ev.Reason)
 	}

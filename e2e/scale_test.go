@@ -36,8 +36,8 @@ func TestScaleThousandCPEs(t *testing.T) {
 	if r.Connected != 1000 || r.Failed != 0 {
 		t.Fatalf("%d connected, %d failed: %v", r.Connected, r.Failed, r.Failures)
 	}
-	if r.ServerConns != 1000 {
-		t.Errorf("the concentrator's status lists %d open connections, want 1000", r.ServerConns)
+	if r.ServerConns != 1000 || r.ListedConns != 1000 {
+		t.Errorf("the concentrator's status counts %d and lists %d open connections, want 1000", r.ServerConns, r.ListedConns)
 	}
 	if r.ClosedDuringIdle != 0 {
 		t.Errorf("%d connections closed while idle (keepalives should hold them)", r.ClosedDuringIdle)

@@ -1,0 +1,33 @@
+// SPDX-License-Identifier: MIT
+
+package config
+
+import "testing"
+
+const shardBase = "[connection]\nrole = \"server\"\nsecurity = \"none\"\n[[listen]]\naddress = \"0.0.0.0:6511\"\n"
+
+func TestTuningShards(t *testing.T) {
+	cfg, err := Load(writeFile(t, "s.toml", shardBase))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Tuning.Shards != 0 {
+		t.Errorf("default shards %d, want 0 (GOMAXPROCS)", cfg.Tuning.Shards)
+	}
+	cfg, err = Load(writeFile(t, "s.toml", shardBase+"[tuning]\nshards = 4\n"))
+	if err != nil || cfg.Tuning.Shards != 4 {
+		t.Fatalf("shards = 4: %v, %+v", err, cfg)
+	}
+	for _, c := range []struct{ text, want string }{
+		{shardBase + "[tuning]\nshards = 300\n", "s.toml:7: tuning.shards: 300 out of range 0..256"},
+		{shardBase + "[tuning]\nshards = -1\n", "s.toml:7: tuning.shards: -1 out of range 0..256"},
+		{shardBase + "[tuning]\nshards = \"two\"\n", "s.toml:7: tuning.shards: wrong type: got string, want integer"},
+		{shardBase + "[tuning]\nshard = 2\n", "s.toml:7: tuning.shard: unknown key"},
+		{"[connection]\nrole = \"client\"\nsecurity = \"none\"\n[[path]]\nname = \"a\"\nremote = \"192.0.2.1\"\n[tuning]\nshards = 2\n",
+			"s.toml:8: tuning.shards: a client has one connection and one owner; shards is for a concentrator (role = \"server\")"},
+	} {
+		if got := firstError(t, c.text); got != c.want {
+			t.Errorf("got  %q\nwant %q", got, c.want)
+		}
+	}
+}
