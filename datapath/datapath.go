@@ -273,6 +273,7 @@ func (d *Datapath) Run(ctx context.Context, closeGrace time.Duration) error {
 	var closing bool
 	var closeBy mono.Time
 	done := ctx.Done()
+	d.arm(d.ep.Deadline()) // a connection dialled before Run sends its Request now
 	for {
 		select {
 		case b := <-d.tunIn:

@@ -240,14 +240,20 @@ func (t *steerTable) joinToken(dg []byte) (uint32, bool) {
 	}
 }
 
-// hashShard spreads sources over n shards (FNV-1a of address and port).
+// hashShard spreads sources over n shards: the address and port mixed
+// (murmur3's finalizer), then scaled to n.
 func hashShard(from netip.AddrPort, n int) int {
-	h := uint32(2166136261)
 	a := from.Addr().As16()
-	for _, b := range a {
-		h = (h ^ uint32(b)) * 16777619
+	h := uint64(from.Port())
+	for i := 0; i < 16; i += 8 {
+		h ^= uint64(a[i])<<56 | uint64(a[i+1])<<48 | uint64(a[i+2])<<40 | uint64(a[i+3])<<32 |
+			uint64(a[i+4])<<24 | uint64(a[i+5])<<16 | uint64(a[i+6])<<8 | uint64(a[i+7])
+		h ^= h >> 33
+		h *= 0xff51afd7ed558ccd
+		h ^= h >> 33
+		h *= 0xc4ceb9fe1a85ec53
+		h ^= h >> 33
 	}
-	h = (h ^ uint32(from.Port()>>8)) * 16777619
-	h = (h ^ uint32(from.Port()&0xff)) * 16777619
-	return int(h % uint32(n))
+	hi, _ := bits.Mul64(h, uint64(n))
+	return int(hi)
 }
