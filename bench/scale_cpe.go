@@ -344,6 +344,26 @@ func bulkPacket(src, dst netip.Addr, n int) []byte {
 	udp := p[20:]
 	udp[0], udp[1], udp[2], udp[3] = 0x9c, 0x40, 0x9c, 0x41 // 40000 → 40001
 	l := n - 20
-	udp[4], udp[5] = byte(l>>8), byte(l) // checksum 0: none (IPv4)
+	udp[4], udp[5] = byte(l>>8), byte(l)
+	// A real checksum, as senders use: the concentrator's TUN coalesces
+	// (GRO) only packets whose checksum verifies.
+	sum = uint32(17) + uint32(l)
+	for i := 12; i < 20; i += 2 {
+		sum += uint32(p[i])<<8 | uint32(p[i+1])
+	}
+	for i := 0; i+1 < l; i += 2 {
+		sum += uint32(udp[i])<<8 | uint32(udp[i+1])
+	}
+	if l%2 == 1 {
+		sum += uint32(udp[l-1]) << 8
+	}
+	for sum > 0xffff {
+		sum = sum&0xffff + sum>>16
+	}
+	c := ^uint16(sum)
+	if c == 0 {
+		c = 0xffff
+	}
+	udp[6], udp[7] = byte(c>>8), byte(c)
 	return p
 }

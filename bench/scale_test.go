@@ -83,6 +83,20 @@ func TestBulkPacket(t *testing.T) {
 	if sum != 0xffff {
 		t.Errorf("IPv4 header checksum does not verify: %#x", sum)
 	}
+	// UDP checksum over the pseudo-header and the datagram.
+	sum = 17 + 1380
+	for i := 12; i < 20; i += 2 {
+		sum += uint32(p[i])<<8 | uint32(p[i+1])
+	}
+	for i := 20; i < 1400; i += 2 {
+		sum += uint32(p[i])<<8 | uint32(p[i+1])
+	}
+	for sum > 0xffff {
+		sum = sum&0xffff + sum>>16
+	}
+	if sum != 0xffff {
+		t.Errorf("UDP checksum does not verify: %#x", sum)
+	}
 	if got := nthAddr(scaleInnerNet, 300); got != netip.MustParseAddr("10.128.1.44") {
 		t.Errorf("nthAddr %v", got)
 	}
