@@ -177,7 +177,10 @@ func corruptCopy(t *testing.T, file string) string {
 // startCapture runs tcpdump on dev in ns for DCCP-UDP until stop.
 func startCapture(t *testing.T, ctx context.Context, ns *netns.NS, dev, file string) (stop func()) {
 	t.Helper()
-	cmd := ns.Command(ctx, "tcpdump", "-i", dev, "-n", "-U", "-s", "0", "-Z", "root", "-w", file, "udp", "port", "6511")
+	// Immediate mode: without it the kernel hands packets over in blocks
+	// (up to a second late), and the last ones, the close handshake, are
+	// lost when tcpdump is stopped.
+	cmd := ns.Command(ctx, "tcpdump", "--immediate-mode", "-i", dev, "-n", "-U", "-s", "0", "-Z", "root", "-w", file, "udp", "port", "6511")
 	stderr, err := cmd.StderrPipe()
 	must(t, err)
 	must(t, cmd.Start())
