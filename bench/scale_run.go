@@ -245,14 +245,18 @@ func (b *scaleBed) startCPEs(keys []noise.Key, srvPub noise.Key) error {
 	return nil
 }
 
-// each runs fn on every CPE in its worker's goroutine.
+// each runs fn on every CPE in its worker's goroutine. The workers run
+// fn one at a time (mu), so that fn may count into shared variables.
 func (b *scaleBed) each(fn func(now mono.Time, c *cpe)) {
 	var wg sync.WaitGroup
+	var mu sync.Mutex
 	for _, w := range b.workers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			w.do(func() {
+				mu.Lock()
+				defer mu.Unlock()
 				now := mono.Now()
 				for _, c := range w.cpes {
 					fn(now, c)
@@ -311,6 +315,13 @@ func (b *scaleBed) connect(ctx context.Context, r *ScaleRun) error {
 	})
 	r.Connected = len(times)
 	r.Failed = len(b.cpes) - r.Connected
+	counted := r.Connected
+	for _, n := range r.Failures {
+		counted += n
+	}
+	if counted < len(b.cpes) {
+		r.Failures["a CPE worker stopped (epoll error)"] += len(b.cpes) - counted
+	}
 	s := sortedDurations(times)
 	r.ConnectP50Ms, r.ConnectP99Ms = msOf(percentile(s, 0.5)), msOf(percentile(s, 0.99))
 	if len(s) > 0 {
