@@ -4,6 +4,7 @@ package bench
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/json"
@@ -11,6 +12,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -19,6 +21,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/mptun/mptun/control"
+	"github.com/mptun/mptun/datapath"
 	"github.com/mptun/mptun/internal/mono"
 	"github.com/mptun/mptun/internal/netns"
 	"github.com/mptun/mptun/mpdccp/noise"
@@ -63,6 +66,7 @@ type scaleBed struct {
 	log      *syncBuffer
 	cpes     []*cpe
 	workers  []*cpeWorker
+	shards   int // the concentrator's owners (its GOMAXPROCS)
 }
 
 func scaleRun(ctx context.Context, tools Tools, o ScaleOptions, gomaxprocs int) (r ScaleRun, err error) {
@@ -70,7 +74,7 @@ func scaleRun(ctx context.Context, tools Tools, o ScaleOptions, gomaxprocs int) 
 	if o.Clients > scaleMaxClients {
 		return r, fmt.Errorf("at most %d clients", scaleMaxClients)
 	}
-	b := &scaleBed{o: o}
+	b := &scaleBed{o: o, shards: gomaxprocs}
 	defer b.close()
 	if err := b.network(ctx); err != nil {
 		return r, err
@@ -396,12 +400,12 @@ func (b *scaleBed) idle(ctx context.Context, r *ScaleRun) error {
 // throughput runs bulk flows on Active open CPEs and measures what the
 // concentrator writes to its TUN.
 func (b *scaleBed) throughput(ctx context.Context, r *ScaleRun) error {
-	n := 0
+	chosen := b.pickActive()
+	n := len(chosen)
 	b.each(func(_ mono.Time, c *cpe) {
-		if c.state == cpeOpen && n < b.o.Active {
+		if chosen[c.id] && c.state == cpeOpen {
 			c.active, c.pkt, c.queued = true, bulkPacket(c.inner, scaleSink, c.ep.MaxPayload()), 0
 			c.resyncAt = 0
-			n++
 		}
 	})
 	defer b.each(func(_ mono.Time, c *cpe) { c.active = false })
@@ -428,6 +432,33 @@ func (b *scaleBed) throughput(ctx context.Context, r *ScaleRun) error {
 	fmt.Fprintf(b.o.Log, "  %.3f Gbit/s, %.0f packets/s into the concentrator's TUN; concentrator CPU %.2f cores\n",
 		r.ThroughputGbps, r.ThroughputPPS, r.ThroughputCPUUtil)
 	return nil
+}
+
+// pickActive chooses Active open CPEs spread over the concentrator's
+// owners (round robin over the shards their source hashes to) and over
+// the bench's workers, so that with two shards and two active CPEs each
+// owner carries one flow and each flow has its own generator.
+func (b *scaleBed) pickActive() map[int]bool {
+	var open []*cpe
+	b.each(func(_ mono.Time, c *cpe) {
+		if c.state == cpeOpen {
+			open = append(open, c)
+		}
+	})
+	// Interleave the workers: the first CPE of each, then the second...
+	slices.SortFunc(open, func(x, y *cpe) int {
+		return cmp.Or(cmp.Compare(x.id%cpesPerWorker, y.id%cpesPerWorker), cmp.Compare(x.id, y.id))
+	})
+	chosen := map[int]bool{}
+	for want := 0; len(chosen) < b.o.Active && len(chosen) < len(open); want = (want + 1) % b.shards {
+		for _, c := range open {
+			if !chosen[c.id] && datapath.SourceShard(c.socks[0].local, b.shards) == want {
+				chosen[c.id] = true
+				break
+			}
+		}
+	}
+	return chosen
 }
 
 // soak idles for Soak, sampling the concentrator's memory every 10 s.

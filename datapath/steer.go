@@ -240,6 +240,11 @@ func (t *steerTable) joinToken(dg []byte) (uint32, bool) {
 	}
 }
 
+// SourceShard is the owner, among n, of a first Request from from (the
+// concentrator's choice for a new connection; benchmarks use it to put
+// their active CPEs on distinct owners).
+func SourceShard(from netip.AddrPort, n int) int { return hashShard(from, max(n, 1)) }
+
 // hashShard spreads sources over n shards: the address and port mixed
 // (murmur3's finalizer), then scaled to n.
 func hashShard(from netip.AddrPort, n int) int {
