@@ -6,7 +6,7 @@ FUZZTIME  ?= 20s
 SCENARIO  ?= configs/lab/demo.toml
 PKGS      := ./...
 
-.PHONY: all build deps test test-short test-race vet lint demo bench fuzz install clean help release
+.PHONY: all build deps test test-short test-race vet lint demo bench fuzz install clean help release deb
 
 all: build
 
@@ -19,6 +19,7 @@ help:
 	@echo "make bench      Go benchmarks of the protocol core and data path"
 	@echo "make fuzz       run every fuzz target for FUZZTIME each (default $(FUZZTIME))"
 	@echo "make release    stripped static mptund and mptun for linux amd64, arm64, arm (v7), mipsle (softfloat) in dist/"
+	@echo "make deb        Debian packages mptun and mptun-lab for $(DEB_ARCHES) in dist/ (VERSION=... to set one)"
 
 build:
 	@mkdir -p $(BIN)
@@ -47,8 +48,12 @@ deps:
 
 # Packages run one at a time (-p 1): the namespace tests measure throughput
 # and must not share the two cores with another package's simulations.
+# Tests' artifacts (e.g. the status page's screenshot) are kept in
+# $(ARTIFACTS)/_artifacts/; each test logs where its own went.
+ARTIFACTS ?= out/test
 test: build lint
-	$(GO) test -p 1 -count=1 -timeout 30m $(PKGS)
+	@mkdir -p $(ARTIFACTS)
+	$(GO) test -p 1 -count=1 -timeout 30m -artifacts -outputdir=$(abspath $(ARTIFACTS)) $(PKGS)
 	$(MAKE) test-race
 
 test-short:
@@ -69,6 +74,14 @@ fuzz:
 			$(GO) test -run='^$$' -fuzz="^$$t$$" -fuzztime=$(FUZZTIME) $$dir; \
 		done; \
 	done
+
+# Debian packages built with nfpm (pinned in packaging/tools/go.mod);
+# scripts/deb.sh prints their sizes. VERSION defaults to the git tag or
+# 0.0~gitTIMESTAMP.SHA.
+DEB_ARCHES ?= amd64 arm64
+
+deb:
+	scripts/deb.sh $(DEB_ARCHES)
 
 install: build
 	install -m 0755 $(BIN)/mptund $(BIN)/mptun $(BIN)/mptun-lab /usr/local/bin/

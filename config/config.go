@@ -28,6 +28,7 @@ type Config struct {
 	Offload    Offload
 	Control    Control
 	Metrics    Metrics
+	Web        Web
 	Log        Log
 	Capture    Capture
 	// Peers are the keys this end talks to (secure mode): a CPE has one,
@@ -128,6 +129,15 @@ type Path struct {
 	Weight int
 	CCID   string // overrides Connection.CCID when not empty
 	MTU    int    // outer (link) MTU of the path
+
+	// Routing is RoutingSource, RoutingFwmark or RoutingNone: how mptund
+	// makes the path's packets leave through Device, with routing table
+	// (and rule priority) Table.
+	Routing string
+	Table   int
+	// Gateway is the next hop Table's default route goes through; invalid:
+	// the main table's default route through Device.
+	Gateway netip.Addr
 }
 
 // Offload switches kernel offloads; each can be turned off when a kernel

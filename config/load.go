@@ -113,6 +113,7 @@ type rawConfig struct {
 	Metrics struct {
 		Listen string `toml:"listen"`
 	} `toml:"metrics"`
+	Web rawWeb `toml:"web"`
 	Log struct {
 		Level  *string `toml:"level"`
 		Format *string `toml:"format"`
@@ -150,6 +151,10 @@ type rawPath struct {
 	Weight *int64  `toml:"weight"`
 	CCID   string  `toml:"ccid"`
 	MTU    *int64  `toml:"mtu"`
+
+	Routing *string `toml:"routing"`
+	Table   *int64  `toml:"table"`
+	Gateway string  `toml:"gateway"`
 }
 
 type checker struct {
@@ -316,6 +321,7 @@ func (c *checker) convert(raw *rawConfig, path string) *Config {
 		}
 		cfg.Metrics.Listen = l
 	}
+	c.web(raw, cfg)
 
 	cfg.Log.Level = deref(raw.Log.Level, "info")
 	c.oneOf(top("log.level"), cfg.Log.Level, "debug", "info", "warn", "error")
@@ -549,8 +555,10 @@ func (c *checker) paths(raw *rawConfig, cfg *Config) {
 			minMTU = 1280
 		}
 		p.MTU = int(c.intIn(f("mtu"), rp.MTU, DefaultPathMTU, minMTU, 65535))
+		c.pathRouting(f, i, &rp, &p)
 		cfg.Paths = append(cfg.Paths, p)
 	}
+	c.routingTables(cfg)
 	switch cfg.Connection.Role {
 	case RoleClient:
 		if len(cfg.Paths) == 0 {

@@ -158,6 +158,14 @@ type PathStatus struct {
 	RateMbps    float64 `json:"rate_mbps"`
 	PacingMbps  float64 `json:"pacing_mbps"`
 	PacketsSent uint64  `json:"packets_sent"`
+
+	// Datagrams and their bytes (DCCP packets of every type, the UDP
+	// payload) sent and received on the path.
+	DatagramsSent     uint64 `json:"datagrams_sent"`
+	DatagramsReceived uint64 `json:"datagrams_received"`
+	BytesSent         uint64 `json:"bytes_sent"`
+	BytesReceived     uint64 `json:"bytes_received"`
+
 	PacketsLost uint64  `json:"packets_lost"`
 	LossPct     float64 `json:"loss_pct"`
 	ECNMarks    uint64  `json:"ecn_marks"`

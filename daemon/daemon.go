@@ -28,6 +28,7 @@ import (
 	"github.com/mptun/mptun/netio"
 	"github.com/mptun/mptun/reorder"
 	"github.com/mptun/mptun/scheduler"
+	"github.com/mptun/mptun/statuspage"
 	"github.com/mptun/mptun/tun"
 )
 
@@ -54,6 +55,8 @@ type Daemon struct {
 	ctl          *control.Server
 	capFile      *capture.File
 	metricsSrv   *metrics.HTTPServer
+	webSrv       *statuspage.Server
+	routes       pathRouting
 
 	mu       sync.Mutex // guards reloadable settings
 	pathName map[int]string
@@ -198,6 +201,9 @@ func (d *Daemon) openSockets() (int, error) {
 // ctx is cancelled; then it closes connections gracefully.
 func (d *Daemon) Run(ctx context.Context, ready func()) error {
 	defer d.close()
+	if err := d.routes.apply(d.cfg, d.log); err != nil {
+		return err
+	}
 	if d.cfg.Connection.Role == config.RoleClient {
 		var paths []mpdccp.PathConfig
 		for i, p := range d.cfg.Paths {
@@ -230,6 +236,9 @@ func (d *Daemon) Run(ctx context.Context, ready func()) error {
 	if err := d.startMetrics(); err != nil {
 		return err
 	}
+	if err := d.startWeb(d.cfg); err != nil {
+		return err
+	}
 	name, _ := d.dev.Name()
 	d.log.Info("mptund running", "role", d.cfg.Connection.Role, "tun", name, "inner_mtu", d.innerMTU,
 		"sockets", len(d.sockets), "shards", d.dp.Shards(), "ccid", d.cfg.Connection.CCID, "scheduler", d.cfg.Connection.Scheduler,
@@ -252,6 +261,10 @@ func (d *Daemon) close() {
 	if d.metricsSrv != nil {
 		d.metricsSrv.Close()
 	}
+	if d.webSrv != nil {
+		d.webSrv.Close()
+	}
+	d.routes.close(d.log)
 	for _, s := range append(d.sockets, d.shardSockets...) {
 		s.Close()
 	}

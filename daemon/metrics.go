@@ -11,61 +11,25 @@ import (
 	"github.com/mptun/mptun/metrics"
 )
 
-// refreshMetrics copies a status snapshot into the metrics set at scrape
-// time, so the data path keeps no extra counters for Prometheus.
-func (d *Daemon) refreshMetrics(set *metrics.Set) {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-	defer cancel()
-	st, err := d.Status(ctx)
-	if err != nil {
-		return
-	}
-	for _, conn := range st.Conns {
-		connName := ""
-		if st.Role == "server" {
-			connName = fmt.Sprintf("%08x", conn.PeerCI)
-		}
-		for _, p := range conn.Paths {
-			name := p.Name
-			if name == "" {
-				name = fmt.Sprint(p.ID)
-			}
-			ps := set.Path(metrics.PathKey{Conn: connName, Path: name})
-			ps.TxPackets.Store(p.PacketsSent)
-			ps.Lost.Store(p.PacketsLost)
-			ps.ECNCE.Store(p.ECNMarks)
-			ps.SetRTT(time.Duration(p.RTTms*1e6), time.Duration(p.MinRTTms*1e6))
-			ps.Cwnd.Store(int64(p.Cwnd))
-			ps.PacingRate.Store(uint64(p.PacingMbps * 1e6 / 8))
-			ps.Up.Store(p.Up())
-		}
-		set.ReorderBuffered.Store(int64(conn.Reorder.Buffered))
-		set.ReorderTimeouts.Store(conn.Reorder.GapsSkipped)
-		set.ReorderLate.Store(conn.Reorder.GapsLateArrive)
-	}
-	set.Drop(metrics.DirTx, "too_big").Store(st.Datapath.DroppedTooBig)
-	set.Drop(metrics.DirTx, "queue_full").Store(st.Datapath.DroppedQueueFull)
-	set.Drop(metrics.DirTx, "no_path").Store(st.Datapath.DroppedNoRoute)
-	set.Drop(metrics.DirRx, "ecn_not_ect").Store(st.Datapath.DroppedECN)
-	set.Drop(metrics.DirRx, "malformed").Store(st.Dropped["malformed"] + st.Dropped["checksum"])
-	set.Drop(metrics.DirRx, "unknown_conn").Store(st.Dropped["no-conn"])
-	for reason, label := range securityDrops {
-		set.Drop(metrics.DirRx, label).Store(st.Dropped[reason])
-	}
-}
-
 // Version is mptund's version in mptun_build_info; main sets it.
 var Version = "dev"
 
-// startMetrics serves /metrics when the config asks for it.
+// startMetrics serves /metrics when the config asks for it: the metrics
+// derived from a status snapshot taken at scrape time (metrics.WriteStatus,
+// so the data path keeps no extra counters for Prometheus and closed
+// connections leave no label sets), then the process's own.
 func (d *Daemon) startMetrics() error {
 	if d.cfg.Metrics.Listen == "" {
 		return nil
 	}
-	set := metrics.NewSet()
 	write := func(w io.Writer) error {
-		d.refreshMetrics(set)
-		if err := set.WriteText(w); err != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		st, err := d.Status(ctx)
+		if err != nil {
+			return fmt.Errorf("status: %w", err)
+		}
+		if err := metrics.WriteStatus(w, st); err != nil {
 			return err
 		}
 		return metrics.WriteRuntime(w, Version)

@@ -21,6 +21,9 @@ func (d *Daemon) Reload(cfg *config.Config) error {
 	if !sameSecurity(old, cfg) {
 		return fmt.Errorf("%s: security, keys and [[peer]] sections need a restart", cfg.File)
 	}
+	if cfg.Web != old.Web {
+		return fmt.Errorf("%s: web.listen needs a restart", cfg.File)
+	}
 	req := control.SetRequest{}
 	if cfg.Connection.Scheduler != old.Connection.Scheduler {
 		req.Scheduler = cfg.Connection.Scheduler
@@ -38,6 +41,9 @@ func (d *Daemon) Reload(cfg *config.Config) error {
 				return fmt.Errorf("path %s: %w", cfg.Paths[i].Name, err)
 			}
 		}
+	}
+	if err := d.routes.apply(cfg, d.log); err != nil {
+		return err
 	}
 	d.mu.Lock()
 	d.cfg = cfg

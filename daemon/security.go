@@ -27,13 +27,6 @@ func engineSecurity(cfg *config.Config, log *slog.Logger) *mpdccp.Security {
 	return sec
 }
 
-// securityDrops are the engine's secure-mode drop reasons as the metrics
-// label them.
-var securityDrops = map[string]string{
-	"auth": "auth", "replay": "replay", "bad-handshake": "handshake", "unknown-peer": "unknown_peer",
-	"downgrade": "downgrade", "rate-limited": "rate_limited", "inner-source": "inner_source",
-}
-
 // sameSecurity reports whether two configs have the same security
 // settings (keys and peers change only with a restart).
 func sameSecurity(a, b *config.Config) bool {

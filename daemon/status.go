@@ -73,6 +73,8 @@ func (d *Daemon) StatusWith(ctx context.Context, req control.StatusRequest) (con
 					PacketsSent: cc.PacketsSent, PacketsLost: cc.PacketsLost, ECNMarks: cc.ECNMarks,
 					Spurious: cc.SpuriousEvents, Timeouts: cc.Timeouts, LastHeardMs: ms(now.Sub(p.LastHeard)),
 					PacingLateMeanUs: float64(cc.PacingLateMean) / 1e3, PacingLateMaxUs: float64(cc.PacingLateMax) / 1e3}
+				ps.DatagramsSent, ps.DatagramsReceived = p.PacketsOut, p.PacketsIn
+				ps.BytesSent, ps.BytesReceived = p.BytesOut, p.BytesIn
 				if cc.PacketsSent > 0 {
 					ps.LossPct = 100 * float64(cc.PacketsLost) / float64(cc.PacketsSent)
 				}

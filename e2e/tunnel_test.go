@@ -29,8 +29,9 @@ func e2eSeconds() int {
 }
 
 // startTunnel brings up both daemons from configs/cpe.toml and
-// configs/concentrator.toml over the topology's paths.
-func startTunnel(t *testing.T, ctx context.Context, tp *topology, paths [][2]string) (cpe, srv *daemonProc) {
+// configs/concentrator.toml over the topology's paths; cpeSubst are more
+// substitutions in the CPE's config.
+func startTunnel(t *testing.T, ctx context.Context, tp *topology, paths [][2]string, cpeSubst ...map[string]string) (cpe, srv *daemonProc) {
 	t.Helper()
 	id := fmt.Sprintf("%d", time.Now().UnixNano()%1_000_000)
 	srvSock := filepath.Join(t.TempDir(), "srv.sock")
@@ -48,6 +49,14 @@ func startTunnel(t *testing.T, ctx context.Context, tp *topology, paths [][2]str
 		`socket = "/run/mptun/%i.sock"`:                fmt.Sprintf("socket = %q", cpeSock),
 		`name = "mptun0"`:                              `name = "mptc` + id + `"`,
 	})
+	for _, m := range cpeSubst {
+		for old, new := range m {
+			if !strings.Contains(cpeCfg, old) {
+				t.Fatalf("configs/cpe.toml has no %q to substitute", old)
+			}
+			cpeCfg = strings.ReplaceAll(cpeCfg, old, new)
+		}
+	}
 	// The second path's remote is the other line naming the concentrator.
 	cpeCfg = strings.Replace(cpeCfg, `remote = "198.51.100.1:6511"`, fmt.Sprintf("remote = %q", paths[1][1]+":6511"), 1)
 	srv = startDaemon(t, ctx, tp.srv, srvCfg, "concentrator")

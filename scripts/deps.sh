@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# Installs the Debian packages mptun's lab, benchmarks and tests use.
+# Installs the Debian packages mptun's lab, benchmarks and tests use
+# (chromium: the status page's headless-browser test).
 # Idempotent; needs root. Go itself comes from /usr/local/go on our machines.
 set -euo pipefail
-pkgs=(iproute2 ethtool iperf3 tshark tcpdump mptcpize iputils-ping procps kmod systemd nftables conntrack)
+pkgs=(iproute2 ethtool iperf3 tshark tcpdump mptcpize iputils-ping procps kmod systemd nftables conntrack curl chromium chromium-driver)
 missing=()
 for p in "${pkgs[@]}"; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -84,3 +84,13 @@ const (
 	// ControlPattern is the control socket; %i is the instance name.
 	ControlPattern = "/run/mptun/%i.sock"
 )
+
+// Policy routing of CPE paths that name an interface.
+const (
+	// Routing: a path with a device gets a routing table and a rule by
+	// source address ("source"); "fwmark" and "none" are the others.
+	Routing = "source"
+	// RouteTableBase is the first path's routing table (and rule
+	// priority); the next paths take the following numbers.
+	RouteTableBase = 6511
+)
