@@ -31,3 +31,24 @@ func TestTuningShards(t *testing.T) {
 		}
 	}
 }
+
+func TestTuningServerID(t *testing.T) {
+	cfg, err := Load(writeFile(t, "s.toml", shardBase))
+	if err != nil || cfg.Tuning.HasServerID {
+		t.Fatalf("default server_id: %v, %+v, want none", err, cfg.Tuning)
+	}
+	cfg, err = Load(writeFile(t, "s.toml", shardBase+"[tuning]\nserver_id = 0\n"))
+	if err != nil || !cfg.Tuning.HasServerID || cfg.Tuning.ServerID != 0 {
+		t.Fatalf("server_id = 0: %v, %+v", err, cfg.Tuning)
+	}
+	for _, c := range []struct{ text, want string }{
+		{shardBase + "[tuning]\nserver_id = 16\n", "s.toml:7: tuning.server_id: 16 out of range 0..15"},
+		{shardBase + "[tuning]\nserver_id = -1\n", "s.toml:7: tuning.server_id: -1 out of range 0..15"},
+		{"[connection]\nrole = \"client\"\nsecurity = \"none\"\n[[path]]\nname = \"a\"\nremote = \"192.0.2.1\"\n[tuning]\nserver_id = 1\n",
+			"s.toml:8: tuning.server_id: server_id numbers a concentrator behind a load balancer (role = \"server\")"},
+	} {
+		if got := firstError(t, c.text); got != c.want {
+			t.Errorf("got  %q\nwant %q", got, c.want)
+		}
+	}
+}

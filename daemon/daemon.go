@@ -94,8 +94,9 @@ func New(cfg *config.Config, log *slog.Logger) (d *Daemon, err error) {
 		return nil, err
 	}
 	epCfg.Security = engineSecurity(cfg, log)
-	steer := newSteer(cfg)
-	if d.ep, err = mpdccp.NewEndpoint(shardEngine(epCfg, steer, 0)); err != nil {
+	layout := ciLayout(cfg)
+	steer := newSteer(cfg, layout)
+	if d.ep, err = mpdccp.NewEndpoint(shardEngine(epCfg, layout, steer, 0)); err != nil {
 		return nil, fmt.Errorf("engine: %w", err)
 	}
 	sharding, err := d.openShards(epCfg, steer)

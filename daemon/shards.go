@@ -30,22 +30,34 @@ func shardCount(cfg *config.Config) int {
 	return min(max(n, 1), config.MaxShards)
 }
 
+// ciLayout is how cfg's connection identifiers name their owner shard
+// and, behind a load balancer, this concentrator ([tuning] server_id).
+func ciLayout(cfg *config.Config) datapath.CILayout {
+	l := datapath.CILayout{ShardBits: datapath.ShardBitsFor(shardCount(cfg))}
+	if cfg.Connection.Role == config.RoleServer && cfg.Tuning.HasServerID {
+		l.ServerBits, l.Server = config.ServerIDBits, uint32(cfg.Tuning.ServerID)
+	}
+	return l
+}
+
 // newSteer is the steering of a sharded concentrator, nil otherwise.
-func newSteer(cfg *config.Config) *datapath.Steer {
+func newSteer(cfg *config.Config, l datapath.CILayout) *datapath.Steer {
 	n := shardCount(cfg)
 	if n == 1 {
 		return nil
 	}
-	return datapath.NewSteer(n, datapath.CILayout{ShardBits: datapath.ShardBitsFor(n)})
+	return datapath.NewSteer(n, l)
 }
 
-// shardEngine is the engine config of shard s.
-func shardEngine(ec mpdccp.Config, steer *datapath.Steer, s int) mpdccp.Config {
-	if steer == nil {
-		return ec
+// shardEngine is the engine config of shard s: its CI prefix (shard and
+// server id) and, when sharded, the hook feeding the steering tables.
+func shardEngine(ec mpdccp.Config, l datapath.CILayout, steer *datapath.Steer, s int) mpdccp.Config {
+	if l.ServerBits+l.ShardBits > 0 {
+		ec.CIPrefix, ec.CIPrefixBits = l.Prefix(s)
 	}
-	ec.CIPrefix, ec.CIPrefixBits = steer.Layout().Prefix(s)
-	ec.Indexed = steer.Indexer(s)
+	if steer != nil {
+		ec.Indexed = steer.Indexer(s)
+	}
 	return ec
 }
 
@@ -61,7 +73,7 @@ func (d *Daemon) openShards(ec mpdccp.Config, steer *datapath.Steer) (*datapath.
 	}
 	off := netio.SocketConfig{DisableGSO: !d.cfg.Offload.UDPGSO, DisableGRO: !d.cfg.Offload.UDPGRO, ReusePort: true}
 	for s := 1; s < steer.Shards(); s++ {
-		ep, err := mpdccp.NewEndpoint(shardEngine(ec, steer, s))
+		ep, err := mpdccp.NewEndpoint(shardEngine(ec, steer.Layout(), steer, s))
 		if err != nil {
 			return nil, fmt.Errorf("engine (shard %d): %w", s, err)
 		}
