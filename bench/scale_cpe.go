@@ -76,6 +76,18 @@ type cpe struct {
 	resyncAt mono.Time
 
 	closedAfterOpen bool
+
+	// Scale-out (scale_out.go): Dial with the first dialPaths paths only
+	// (0: all), call onOpen when the connection opens, and start a new
+	// connection on a fresh engine when nothing was heard for
+	// redialSilence or the connection failed (0: never), as a CPE's path
+	// manager does when its concentrator is gone.
+	dialPaths     int
+	onOpen        func(now mono.Time, c *cpe)
+	redialSilence time.Duration
+	lastHeard     mono.Time
+	redials       int
+	key, srvPub   noise.Key
 }
 
 type sockRef struct {
@@ -190,6 +202,9 @@ func (w *cpeWorker) read(now mono.Time, c *cpe, path int) {
 			c.ep.HandleDatagram(now, path, w.rx.addrs[i], s.local.Addr(), w.rx.bufs[i][:w.rx.lens[i]], 0)
 		}
 		c.dirty = c.dirty || n > 0
+		if n > 0 {
+			c.lastHeard = now
+		}
 		if n < len(w.rx.bufs) {
 			return
 		}
@@ -202,14 +217,25 @@ func (w *cpeWorker) service(now mono.Time, c *cpe) {
 		if c.dialAt > now {
 			return
 		}
-		conn, err := c.ep.Dial(now, c.paths)
+		paths := c.paths
+		if c.dialPaths > 0 {
+			paths = paths[:c.dialPaths]
+		}
+		conn, err := c.ep.Dial(now, paths)
 		if err != nil {
 			c.state, c.reason = cpeFailed, "dial: "+err.Error()
 			return
 		}
 		c.conn, c.state, c.dirty = conn, cpeDialling, true
-		c.dialAt = now
+		c.dialAt, c.lastHeard = now, now
 	case cpeFailed:
+		if c.redialSilence > 0 {
+			c.redial(now)
+		}
+		return
+	}
+	if c.redialSilence > 0 && c.state == cpeOpen && now.Sub(c.lastHeard) > c.redialSilence {
+		c.redial(now)
 		return
 	}
 	if c.ep.Deadline() <= now {
@@ -291,6 +317,9 @@ func (w *cpeWorker) flush(now mono.Time, c *cpe) {
 		case mpdccp.EventConnOpen:
 			if c.state == cpeDialling {
 				c.state, c.openAt = cpeOpen, now
+				if c.onOpen != nil {
+					c.onOpen(now, c)
+				}
 			}
 		case mpdccp.EventConnClosed:
 			if c.state == cpeOpen {
@@ -310,19 +339,35 @@ func (w *cpeWorker) sendBatch(fd, n int) {
 // newCPE creates CPE id's engine: a client in secure mode with its own
 // key, talking to the concentrator whose public key is srvPub.
 func newCPE(id int, key, srvPub noise.Key, inner netip.Addr, socks []cpeSock, remotes []netip.AddrPort) (*cpe, error) {
-	ep, err := mpdccp.NewEndpoint(mpdccp.Config{
-		Role: mpdccp.Client, ServiceCode: defaults.ServiceCode, Retransmit: defaults.Retransmit, AQM: &aqm.Config{}, ECN: defaults.ECN,
-		Security: &mpdccp.Security{PrivateKey: key, Peers: []mpdccp.Peer{{PublicKey: srvPub,
-			AllowedIPs: []netip.Prefix{netip.MustParsePrefix("0.0.0.0/0")}}}},
-	})
+	ep, err := newCPEEngine(key, srvPub)
 	if err != nil {
 		return nil, err
 	}
-	c := &cpe{id: id, ep: ep, socks: socks, inner: inner, dialAt: mono.Never}
+	c := &cpe{id: id, ep: ep, socks: socks, inner: inner, dialAt: mono.Never, key: key, srvPub: srvPub}
 	for i, s := range socks {
 		c.paths = append(c.paths, mpdccp.PathConfig{ID: i, Local: i, LocalAddr: s.local, Remote: remotes[i%len(remotes)]})
 	}
 	return c, nil
+}
+
+func newCPEEngine(key, srvPub noise.Key) (*mpdccp.Endpoint, error) {
+	return mpdccp.NewEndpoint(mpdccp.Config{
+		Role: mpdccp.Client, ServiceCode: defaults.ServiceCode, Retransmit: defaults.Retransmit, AQM: &aqm.Config{}, ECN: defaults.ECN,
+		Security: &mpdccp.Security{PrivateKey: key, Peers: []mpdccp.Peer{{PublicKey: srvPub,
+			AllowedIPs: []netip.Prefix{netip.MustParsePrefix("0.0.0.0/0")}}}},
+	})
+}
+
+// redial drops the connection and dials again on a fresh engine (same
+// key, same sockets) at once.
+func (c *cpe) redial(now mono.Time) {
+	ep, err := newCPEEngine(c.key, c.srvPub)
+	if err != nil {
+		c.reason = "redial: " + err.Error()
+		return
+	}
+	c.ep, c.conn, c.state, c.dialAt = ep, nil, cpeWaiting, now
+	c.redials++
 }
 
 // bulkPacket is an inner IPv4/UDP packet of size n from src to dst.

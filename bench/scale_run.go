@@ -188,30 +188,39 @@ func (b *scaleBed) startConcentrator(ctx context.Context, tools Tools, gomaxproc
 	if err := os.WriteFile(path, []byte(cfg.String()), 0o600); err != nil {
 		return nil, noise.Key{}, err
 	}
-	b.log = &syncBuffer{max: 64 << 10}
+	if b.daemon, b.log, err = launchMptund(ctx, b.srv, tools.Mptund, path, b.sock, gomaxprocs); err != nil {
+		return nil, noise.Key{}, err
+	}
+	return keys, srvPub, nil
+}
+
+// launchMptund starts mptund -c cfgPath in ns with GOMAXPROCS=gomaxprocs
+// and waits until its control socket answers.
+func launchMptund(ctx context.Context, ns *netns.NS, mptund, cfgPath, sock string, gomaxprocs int) (*proc, *syncBuffer, error) {
+	log := &syncBuffer{max: 64 << 10}
 	p := &proc{done: make(chan error, 1)}
-	p.cmd = b.srv.Command(ctx, tools.Mptund, "-c", path)
+	p.cmd = ns.Command(ctx, mptund, "-c", cfgPath)
 	p.cmd.Env = append(os.Environ(), "GOMAXPROCS="+strconv.Itoa(gomaxprocs))
-	p.cmd.Stdout, p.cmd.Stderr = b.log, b.log
+	p.cmd.Stdout, p.cmd.Stderr = log, log
 	if err := p.cmd.Start(); err != nil {
-		return nil, noise.Key{}, fmt.Errorf("start mptund: %w", err)
+		return nil, nil, fmt.Errorf("start mptund: %w", err)
 	}
 	go func() { p.done <- p.cmd.Wait() }()
-	b.daemon = p
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		var st control.Status
-		if control.Call(b.sock, control.MethodStatus, nil, &st) == nil {
-			return keys, srvPub, nil
+		if control.Call(sock, control.MethodStatus, nil, &st) == nil {
+			return p, log, nil
 		}
 		select {
 		case err := <-p.done:
 			p.done <- err
-			return nil, noise.Key{}, fmt.Errorf("%w (%v):\n%s", errNoDaemon, err, b.log.String())
+			return nil, nil, fmt.Errorf("%w (%v):\n%s", errNoDaemon, err, log.String())
 		case <-time.After(50 * time.Millisecond):
 		}
 		if time.Now().After(deadline) {
-			return nil, noise.Key{}, fmt.Errorf("concentrator: no control socket after 30 s:\n%s", b.log.String())
+			p.stop()
+			return nil, nil, fmt.Errorf("mptund: no control socket after 30 s:\n%s", log.String())
 		}
 	}
 }
