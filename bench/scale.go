@@ -140,7 +140,8 @@ func (o *ScaleOptions) defaults() {
 func Scale(ctx context.Context, tools Tools, o ScaleOptions) (ScaleResult, error) {
 	o.defaults()
 	res := ScaleResult{Clients: o.Clients, Active: o.Active, LoadAvg: loadAvg()}
-	if err := raiseNoFile(uint64(o.Clients)*2 + 1024); err != nil {
+	// A socket per CPE here, plus room (the concentrator is another process).
+	if err := raiseNoFile(uint64(o.Clients)*2+1024, uint64(o.Clients)+256); err != nil {
 		return res, err
 	}
 	for _, g := range o.GOMAXPROCS {

@@ -594,18 +594,25 @@ func rssBytes(pid int) uint64 {
 }
 
 // raiseNoFile lifts the open-file limit to at least n (a socket per CPE).
-func raiseNoFile(n uint64) error {
+func raiseNoFile(want, need uint64) error {
 	var l unix.Rlimit
 	if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &l); err != nil {
 		return err
 	}
-	if l.Cur >= n {
+	if l.Cur >= want {
 		return nil
 	}
-	l.Cur = n
-	l.Max = max(l.Max, n)
+	r := unix.Rlimit{Cur: want, Max: max(l.Max, want)}
+	if unix.Setrlimit(unix.RLIMIT_NOFILE, &r) == nil {
+		return nil
+	}
+	// Without CAP_SYS_RESOURCE: up to the hard limit, if that is enough.
+	if l.Max < need {
+		return fmt.Errorf("open-file limit: need %d, the hard limit is %d", need, l.Max)
+	}
+	l.Cur = l.Max
 	if err := unix.Setrlimit(unix.RLIMIT_NOFILE, &l); err != nil {
-		return fmt.Errorf("open-file limit %d: %w", n, err)
+		return fmt.Errorf("open-file limit %d: %w", l.Max, err)
 	}
 	return nil
 }
