@@ -593,7 +593,8 @@ func rssBytes(pid int) uint64 {
 	return 0
 }
 
-// raiseNoFile lifts the open-file limit to at least n (a socket per CPE).
+// raiseNoFile lifts the open-file limit to want, or to the hard limit
+// when that is at least need (a socket per CPE).
 func raiseNoFile(want, need uint64) error {
 	var l unix.Rlimit
 	if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &l); err != nil {
