@@ -426,7 +426,7 @@ func (b *scaleBed) throughput(ctx context.Context, r *ScaleRun) error {
 	if err != nil {
 		return err
 	}
-	cpu0, t0 := b.daemon.cpuSeconds(), time.Now()
+	cpu0, gen0, t0 := b.daemon.cpuSeconds(), selfCPUSeconds(), time.Now()
 	if err := b.alive(ctx, time.Duration(b.o.Seconds)*time.Second); err != nil {
 		return err
 	}
@@ -438,8 +438,9 @@ func (b *scaleBed) throughput(ctx context.Context, r *ScaleRun) error {
 	r.ThroughputGbps = float64(rx1.bytes-rx0.bytes) * 8 / secs / 1e9
 	r.ThroughputPPS = float64(rx1.packets-rx0.packets) / secs
 	r.ThroughputCPUUtil = (b.daemon.cpuSeconds() - cpu0) / secs
-	fmt.Fprintf(b.o.Log, "  %.3f Gbit/s, %.0f packets/s into the concentrator's TUN; concentrator CPU %.2f cores\n",
-		r.ThroughputGbps, r.ThroughputPPS, r.ThroughputCPUUtil)
+	r.GeneratorCPUUtil = (selfCPUSeconds() - gen0) / secs
+	fmt.Fprintf(b.o.Log, "  %.3f Gbit/s, %.0f packets/s into the concentrator's TUN; CPU cores: concentrator %.2f, CPEs (this process) %.2f\n",
+		r.ThroughputGbps, r.ThroughputPPS, r.ThroughputCPUUtil, r.GeneratorCPUUtil)
 	return nil
 }
 
@@ -591,6 +592,17 @@ func rssBytes(pid int) uint64 {
 		}
 	}
 	return 0
+}
+
+// selfCPUSeconds is this process's CPU time: the in-process CPEs share
+// the machine's cores with the concentrator, so their load is part of
+// every throughput figure.
+func selfCPUSeconds() float64 {
+	var ru unix.Rusage
+	if unix.Getrusage(unix.RUSAGE_SELF, &ru) != nil {
+		return 0
+	}
+	return float64(ru.Utime.Nano()+ru.Stime.Nano()) / 1e9
 }
 
 // raiseNoFile lifts the open-file limit to want, or to the hard limit
