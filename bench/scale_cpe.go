@@ -77,13 +77,11 @@ type cpe struct {
 
 	closedAfterOpen bool
 
-	// Scale-out (scale_out.go): Dial with the first dialPaths paths only
-	// (0: all), call onOpen when the connection opens, and start a new
+	// Scale-out (scale_out.go): the engine's join address hook, and a new
 	// connection on a fresh engine when nothing was heard for
 	// redialSilence or the connection failed (0: never), as a CPE's path
 	// manager does when its concentrator is gone.
-	dialPaths     int
-	onOpen        func(now mono.Time, c *cpe)
+	joinRemote    func(peerCI uint32, remote netip.AddrPort) netip.AddrPort
 	redialSilence time.Duration
 	lastHeard     mono.Time
 	redials       int
@@ -217,11 +215,7 @@ func (w *cpeWorker) service(now mono.Time, c *cpe) {
 		if c.dialAt > now {
 			return
 		}
-		paths := c.paths
-		if c.dialPaths > 0 {
-			paths = paths[:c.dialPaths]
-		}
-		conn, err := c.ep.Dial(now, paths)
+		conn, err := c.ep.Dial(now, c.paths)
 		if err != nil {
 			c.state, c.reason = cpeFailed, "dial: "+err.Error()
 			return
@@ -317,9 +311,6 @@ func (w *cpeWorker) flush(now mono.Time, c *cpe) {
 		case mpdccp.EventConnOpen:
 			if c.state == cpeDialling {
 				c.state, c.openAt = cpeOpen, now
-				if c.onOpen != nil {
-					c.onOpen(now, c)
-				}
 			}
 		case mpdccp.EventConnClosed:
 			if c.state == cpeOpen {
@@ -339,7 +330,7 @@ func (w *cpeWorker) sendBatch(fd, n int) {
 // newCPE creates CPE id's engine: a client in secure mode with its own
 // key, talking to the concentrator whose public key is srvPub.
 func newCPE(id int, key, srvPub noise.Key, inner netip.Addr, socks []cpeSock, remotes []netip.AddrPort) (*cpe, error) {
-	ep, err := newCPEEngine(key, srvPub)
+	ep, err := newCPEEngine(key, srvPub, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -350,18 +341,19 @@ func newCPE(id int, key, srvPub noise.Key, inner netip.Addr, socks []cpeSock, re
 	return c, nil
 }
 
-func newCPEEngine(key, srvPub noise.Key) (*mpdccp.Endpoint, error) {
+func newCPEEngine(key, srvPub noise.Key, joinRemote func(uint32, netip.AddrPort) netip.AddrPort) (*mpdccp.Endpoint, error) {
 	return mpdccp.NewEndpoint(mpdccp.Config{
 		Role: mpdccp.Client, ServiceCode: defaults.ServiceCode, Retransmit: defaults.Retransmit, AQM: &aqm.Config{}, ECN: defaults.ECN,
 		Security: &mpdccp.Security{PrivateKey: key, Peers: []mpdccp.Peer{{PublicKey: srvPub,
 			AllowedIPs: []netip.Prefix{netip.MustParsePrefix("0.0.0.0/0")}}}},
+		JoinRemote: joinRemote,
 	})
 }
 
 // redial drops the connection and dials again on a fresh engine (same
 // key, same sockets) at once.
 func (c *cpe) redial(now mono.Time) {
-	ep, err := newCPEEngine(c.key, c.srvPub)
+	ep, err := newCPEEngine(c.key, c.srvPub, c.joinRemote)
 	if err != nil {
 		c.reason = "redial: " + err.Error()
 		return

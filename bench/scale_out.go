@@ -28,9 +28,10 @@ import (
 // soBuckets buckets, a static bucket → concentrator map) and routed to
 // that concentrator; concentrator k also listens on VIP:soJoinBase+k,
 // and a join sent there is routed to it by port. The CPEs (in-process
-// engines, two paths from two address ranges) read the concentrator's
-// number from the top bits of its CI and send their second path's join
-// to its port; when their concentrator goes silent they dial again.
+// engines, two paths from two address ranges, both dialling VIP:6511)
+// send their second path's join to the port of the concentrator the
+// CI's top bits name (the engine's JoinRemote hook); when their
+// concentrator goes silent they dial again.
 var (
 	soVIP     = netip.MustParseAddr("10.95.100.1")
 	soCPENet  = [2]netip.Prefix{netip.MustParsePrefix("10.96.1.0/24"), netip.MustParsePrefix("10.96.2.0/24")}
@@ -307,8 +308,11 @@ func (b *soBed) startCPEs(keys []noise.Key, srvPub noise.Key) error {
 			if err != nil {
 				return err
 			}
-			c.dialPaths, c.redialSilence, c.dialAt = 1, 3*time.Second, mono.Now()
-			c.onOpen = joinAtServer
+			c.joinRemote = JoinAtServer(soJoinBase)
+			if c.ep, err = newCPEEngine(keys[i], srvPub, c.joinRemote); err != nil {
+				return err
+			}
+			c.redialSilence, c.dialAt = 3*time.Second, mono.Now()
 			b.cpes = append(b.cpes, c)
 		}
 		return nil
@@ -325,14 +329,12 @@ func (b *soBed) startCPEs(keys []noise.Key, srvPub noise.Key) error {
 	return nil
 }
 
-// joinAtServer adds the second path towards the join port of the
-// concentrator the connection's CI names.
-func joinAtServer(now mono.Time, c *cpe) {
-	k := c.conn.Stats().PeerCI >> (32 - config.ServerIDBits)
-	p := c.paths[1]
-	p.Remote = netip.AddrPortFrom(soVIP, soJoinBase+uint16(k))
-	if err := c.conn.AddPath(now, p); err != nil {
-		c.reason = "join: " + err.Error()
+// JoinAtServer is a CPE's mpdccp.Config.JoinRemote behind a balancer:
+// joins go to port base + the concentrator's server id, the top bits of
+// its CI ([tuning] server_id), at the address the path dials.
+func JoinAtServer(base uint16) func(uint32, netip.AddrPort) netip.AddrPort {
+	return func(peerCI uint32, remote netip.AddrPort) netip.AddrPort {
+		return netip.AddrPortFrom(remote.Addr(), base+uint16(peerCI>>(32-config.ServerIDBits)))
 	}
 }
 

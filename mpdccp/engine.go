@@ -128,6 +128,11 @@ type Config struct {
 	// data path that shards connections over several endpoints steers
 	// datagrams to the right one with it. It runs in the owner goroutine.
 	Indexed func(remote netip.AddrPort, peerPort uint16, up bool)
+	// JoinRemote, when set on a client, picks where a join goes from the
+	// peer's CI (the token the join carries) and the path's remote: behind
+	// a load balancer each concentrator takes joins on a port of its own,
+	// named by its server id in the CI (docs/scale-out.md).
+	JoinRemote func(peerCI uint32, remote netip.AddrPort) netip.AddrPort
 }
 
 // Transmit describes a datagram PollTransmit wrote.
