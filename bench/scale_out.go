@@ -16,6 +16,7 @@ import (
 
 	"github.com/mptun/mptun/config"
 	"github.com/mptun/mptun/control"
+	"github.com/mptun/mptun/datapath"
 	"github.com/mptun/mptun/internal/mono"
 	"github.com/mptun/mptun/internal/netns"
 	"github.com/mptun/mptun/mpdccp/noise"
@@ -308,7 +309,7 @@ func (b *soBed) startCPEs(keys []noise.Key, srvPub noise.Key) error {
 			if err != nil {
 				return err
 			}
-			c.joinRemote = JoinAtServer(soJoinBase)
+			c.joinRemote = datapath.JoinAtServer(soJoinBase, config.ServerIDBits)
 			if c.ep, err = newCPEEngine(keys[i], srvPub, c.joinRemote); err != nil {
 				return err
 			}
@@ -327,15 +328,6 @@ func (b *soBed) startCPEs(keys []noise.Key, srvPub noise.Key) error {
 	b.workers = append(b.workers, w)
 	go w.run()
 	return nil
-}
-
-// JoinAtServer is a CPE's mpdccp.Config.JoinRemote behind a balancer:
-// joins go to port base + the concentrator's server id, the top bits of
-// its CI ([tuning] server_id), at the address the path dials.
-func JoinAtServer(base uint16) func(uint32, netip.AddrPort) netip.AddrPort {
-	return func(peerCI uint32, remote netip.AddrPort) netip.AddrPort {
-		return netip.AddrPortFrom(remote.Addr(), base+uint16(peerCI>>(32-config.ServerIDBits)))
-	}
 }
 
 func (b *soBed) each(fn func(now mono.Time, c *cpe)) {

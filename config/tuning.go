@@ -2,7 +2,8 @@
 
 package config
 
-// Tuning holds performance knobs that change no behaviour on the wire.
+// Tuning holds performance knobs and the scale-out settings
+// (docs/scale-out.md).
 type Tuning struct {
 	// Shards is how many owner goroutines a concentrator runs its
 	// connections on (each with its engine and its SO_REUSEPORT sockets);
@@ -13,6 +14,11 @@ type Tuning struct {
 	// ServerIDBits bits of every connection identifier it assigns.
 	ServerID    int
 	HasServerID bool
+	// JoinPortBase, when not 0, makes a CPE send the joins of its other
+	// paths to port JoinPortBase + the concentrator's server id (read
+	// from its CI) at the path's remote address: behind a balancer that
+	// maps each such port to its concentrator.
+	JoinPortBase uint16
 }
 
 // ServerIDBits is how many CI bits [tuning] server_id takes (16
@@ -23,8 +29,9 @@ const ServerIDBits = 4
 const MaxShards = 256
 
 type rawTuning struct {
-	Shards   *int64 `toml:"shards"`
-	ServerID *int64 `toml:"server_id"`
+	Shards       *int64 `toml:"shards"`
+	ServerID     *int64 `toml:"server_id"`
+	JoinPortBase *int64 `toml:"join_port_base"`
 }
 
 func (c *checker) tuning(raw *rawConfig, cfg *Config) {
@@ -38,5 +45,10 @@ func (c *checker) tuning(raw *rawConfig, cfg *Config) {
 	cfg.Tuning.HasServerID = raw.Tuning.ServerID != nil
 	if cfg.Tuning.HasServerID && cfg.Connection.Role == RoleClient {
 		c.errf(a, "server_id numbers a concentrator behind a load balancer (role = \"server\")")
+	}
+	a = top("tuning.join_port_base")
+	cfg.Tuning.JoinPortBase = uint16(c.intIn(a, raw.Tuning.JoinPortBase, 0, 1, 65535-(1<<ServerIDBits-1)))
+	if raw.Tuning.JoinPortBase != nil && cfg.Connection.Role == RoleServer {
+		c.errf(a, "join_port_base tells a CPE (role = \"client\") where its joins go; a concentrator listens on its port with a [[listen]]")
 	}
 }

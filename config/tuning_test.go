@@ -52,3 +52,25 @@ func TestTuningServerID(t *testing.T) {
 		}
 	}
 }
+
+func TestTuningJoinPortBase(t *testing.T) {
+	const cpe = "[connection]\nrole = \"client\"\nsecurity = \"none\"\n[[path]]\nname = \"a\"\nremote = \"192.0.2.1\"\n[tuning]\n"
+	cfg, err := Load(writeFile(t, "s.toml", cpe))
+	if err != nil || cfg.Tuning.JoinPortBase != 0 {
+		t.Fatalf("default join_port_base: %v, %+v, want 0", err, cfg.Tuning)
+	}
+	cfg, err = Load(writeFile(t, "s.toml", cpe+"join_port_base = 6600\n"))
+	if err != nil || cfg.Tuning.JoinPortBase != 6600 {
+		t.Fatalf("join_port_base = 6600: %v, %+v", err, cfg.Tuning)
+	}
+	for _, c := range []struct{ text, want string }{
+		{cpe + "join_port_base = 65530\n", "s.toml:8: tuning.join_port_base: 65530 out of range 1..65520"},
+		{cpe + "join_port_base = 0\n", "s.toml:8: tuning.join_port_base: 0 out of range 1..65520"},
+		{shardBase + "[tuning]\njoin_port_base = 6600\n",
+			"s.toml:7: tuning.join_port_base: join_port_base tells a CPE (role = \"client\") where its joins go; a concentrator listens on its port with a [[listen]]"},
+	} {
+		if got := firstError(t, c.text); got != c.want {
+			t.Errorf("got  %q\nwant %q", got, c.want)
+		}
+	}
+}

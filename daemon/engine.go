@@ -9,6 +9,7 @@ import (
 	"github.com/mptun/mptun/ccid"
 	"github.com/mptun/mptun/ccid/aqm"
 	"github.com/mptun/mptun/config"
+	"github.com/mptun/mptun/datapath"
 	"github.com/mptun/mptun/internal/defaults"
 	"github.com/mptun/mptun/mpdccp"
 	"github.com/mptun/mptun/reorder"
@@ -41,6 +42,9 @@ func engineConfig(cfg *config.Config, maxPacket int) (mpdccp.Config, error) {
 		KeepAlive:   cc.Keepalive,
 		PathTimeout: cc.PathTimeout,
 		ECN:         cc.ECN,
+	}
+	if base := cfg.Tuning.JoinPortBase; base > 0 {
+		ec.JoinRemote = datapath.JoinAtServer(base, config.ServerIDBits)
 	}
 	if cc.Role == config.RoleServer {
 		ec.Role = mpdccp.Server

@@ -3,6 +3,7 @@
 package daemon
 
 import (
+	"net/netip"
 	"testing"
 
 	"github.com/mptun/mptun/config"
@@ -56,5 +57,29 @@ func TestShardEngineCIPrefix(t *testing.T) {
 	cfg.Tuning.ServerID, cfg.Tuning.HasServerID = 5, true
 	if l := ciLayout(cfg); l.ServerBits != 0 || l.ShardBits != 0 {
 		t.Errorf("client layout %+v", l)
+	}
+}
+
+// [tuning] join_port_base gives a CPE's engine the hook that sends joins
+// to the port of the concentrator its CI names.
+func TestJoinPortBase(t *testing.T) {
+	cfg := &config.Config{}
+	cfg.Connection.Role = config.RoleClient
+	ec, err := engineConfig(cfg, 1500)
+	if err != nil || ec.JoinRemote != nil {
+		t.Fatalf("no join_port_base: hook set %v (%v)", ec.JoinRemote != nil, err)
+	}
+	cfg.Tuning.JoinPortBase = 6600
+	if ec, err = engineConfig(cfg, 1500); err != nil || ec.JoinRemote == nil {
+		t.Fatalf("join_port_base 6600: no hook (%v)", err)
+	}
+	r := netip.MustParseAddrPort("192.0.2.1:6511")
+	for _, c := range []struct {
+		ci   uint32
+		want uint16
+	}{{0x0123_4567, 6600}, {0x3fff_ffff, 6603}, {0xf000_0000, 6615}} {
+		if got := ec.JoinRemote(c.ci, r); got != netip.AddrPortFrom(r.Addr(), c.want) {
+			t.Errorf("CI %#08x: join to %v, want port %d", c.ci, got, c.want)
+		}
 	}
 }

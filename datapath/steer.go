@@ -240,6 +240,16 @@ func (t *steerTable) joinToken(dg []byte) (uint32, bool) {
 	}
 }
 
+// JoinAtServer is a CPE's mpdccp.Config.JoinRemote behind a balancer in
+// front of several concentrators: a join goes to port base + the
+// concentrator's server id, the top serverBits bits of its CI, at the
+// address the path dials (docs/scale-out.md).
+func JoinAtServer(base uint16, serverBits uint8) func(peerCI uint32, remote netip.AddrPort) netip.AddrPort {
+	return func(peerCI uint32, remote netip.AddrPort) netip.AddrPort {
+		return netip.AddrPortFrom(remote.Addr(), base+uint16(peerCI>>(32-serverBits)))
+	}
+}
+
 // SourceShard is the owner, among n, of a first Request from from (the
 // concentrator's choice for a new connection; benchmarks use it to put
 // their active CPEs on distinct owners).
