@@ -69,7 +69,16 @@ type ScaleOutResult struct {
 	Before, After [soServers][]control.ConnStatus
 	// Namespaces are the names the lab created (gone once it returns).
 	Namespaces []string
+	// DaemonCPE is the connection of an mptund CPE ([tuning]
+	// join_port_base, two paths from soDaemonHost in each range) as the
+	// concentrator its CI names lists it, before the failure; DaemonAt is
+	// that concentrator (-1: none lists it).
+	DaemonCPE control.ConnStatus
+	DaemonAt  int
 }
+
+// soDaemonHost is the host number of the mptund CPE's two addresses.
+const soDaemonHost = 250
 
 type soBed struct {
 	o       ScaleOutOptions
@@ -81,6 +90,9 @@ type soBed struct {
 	cpes    []*cpe
 	workers []*cpeWorker
 	res     *ScaleOutResult
+	// The mptund CPE.
+	cpeDaemon *proc
+	cpeSock   string
 }
 
 // ScaleOut runs the scale-out lab: every CPE connects through the
@@ -105,21 +117,30 @@ func ScaleOut(ctx context.Context, tools Tools, o ScaleOutOptions) (res ScaleOut
 	if err != nil {
 		return res, err
 	}
-	if err := b.startCPEs(keys, srvPub); err != nil {
+	if err := b.startCPEs(keys[:o.CPEs], srvPub); err != nil {
 		return res, err
 	}
-	fmt.Fprintf(o.Log, "%d CPEs dial %v:6511\n", len(b.cpes), soVIP)
+	if err := b.daemonCPE(ctx, tools, keys[o.CPEs], srvPub); err != nil {
+		return res, err
+	}
+	fmt.Fprintf(o.Log, "%d in-process CPEs and one mptund CPE dial %v:6511\n", len(b.cpes), soVIP)
 	if err := b.waitJoined(ctx, 30*time.Second, -1); err != nil {
 		return res, err
 	}
+	b.waitDaemonJoined(ctx, 10*time.Second)
 	res.CPEs = make([]ScaleOutCPE, len(b.cpes))
 	b.each(func(_ mono.Time, c *cpe) {
 		ci := c.conn.Stats().PeerCI
 		res.CPEs[c.id] = ScaleOutCPE{Server: int(ci >> (32 - config.ServerIDBits)), CI: ci}
 	})
+	res.DaemonAt = -1
 	for k := range soServers {
-		if res.Before[k], err = b.openConns(k); err != nil {
+		var d *control.ConnStatus
+		if res.Before[k], d, err = b.openConns(k); err != nil {
 			return res, err
+		}
+		if d != nil {
+			res.DaemonCPE, res.DaemonAt = *d, k
 		}
 	}
 	fmt.Fprintf(o.Log, "all joined: %d and %d connections; killing concentrator 0\n", len(res.Before[0]), len(res.Before[1]))
@@ -134,7 +155,7 @@ func ScaleOut(ctx context.Context, tools Tools, o ScaleOutOptions) (res ScaleOut
 		r := &res.CPEs[c.id]
 		r.ServerAfter, r.CIAfter, r.Redials = int(ci>>(32-config.ServerIDBits)), ci, c.redials
 	})
-	if res.After[1], err = b.openConns(1); err != nil {
+	if res.After[1], _, err = b.openConns(1); err != nil {
 		return res, err
 	}
 	fmt.Fprintf(o.Log, "all joined again: %d connections at concentrator 1\n", len(res.After[1]))
@@ -264,7 +285,7 @@ func (b *soBed) concentrators(ctx context.Context, tools Tools) ([]noise.Key, no
 		return nil, noise.Key{}, err
 	}
 	srvPub, _ := noise.PublicKey(srvKey)
-	keys := make([]noise.Key, b.o.CPEs)
+	keys := make([]noise.Key, b.o.CPEs+1) // the last: the mptund CPE
 	var peers strings.Builder
 	for i := range keys {
 		if keys[i], err = noise.GeneratePrivateKey(rand.Reader); err != nil {
@@ -289,6 +310,44 @@ func (b *soBed) concentrators(ctx context.Context, tools Tools) ([]noise.Key, no
 		}
 	}
 	return keys, srvPub, nil
+}
+
+// daemonCPE starts an mptund CPE in the CPE namespace: two paths, from
+// host soDaemonHost of each range, both to VIP:6511, joins to the port
+// the concentrator's CI names.
+func (b *soBed) daemonCPE(ctx context.Context, tools Tools, key, srvPub noise.Key) error {
+	b.cpeSock = filepath.Join(b.dir, "cpe.sock")
+	var paths strings.Builder
+	for p, net := range soCPENet {
+		fmt.Fprintf(&paths, "[[path]]\nname = \"p%d\"\nlocal = \"%s\"\nremote = \"%s:6511\"\n", p, nthAddr(net, soDaemonHost), soVIP)
+	}
+	cfg := fmt.Sprintf("[tunnel]\nname = \"mptsoc\"\naddresses = [\"%s/32\"]\n"+
+		"[connection]\nrole = \"client\"\nprivate_key = %q\n[[peer]]\npublic_key = %q\nallowed_ips = [\"0.0.0.0/0\"]\n%s"+
+		"[tuning]\njoin_port_base = %d\n[control]\nsocket = %q\n[log]\nlevel = \"warn\"\n",
+		nthAddr(soInner, b.o.CPEs+1), key, srvPub, paths.String(), soJoinBase, b.cpeSock)
+	path := filepath.Join(b.dir, "cpe.toml")
+	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
+		return err
+	}
+	var err error
+	if b.cpeDaemon, _, err = launchMptund(ctx, b.cli, tools.Mptund, path, b.cpeSock, 1); err != nil {
+		return fmt.Errorf("mptund CPE: %w", err)
+	}
+	return nil
+}
+
+// waitDaemonJoined waits (at most limit) until the mptund CPE's
+// connection is open on both paths; the caller judges what it got.
+func (b *soBed) waitDaemonJoined(ctx context.Context, limit time.Duration) {
+	deadline := time.Now().Add(limit)
+	for time.Now().Before(deadline) && ctx.Err() == nil {
+		var st control.Status
+		if control.Call(b.cpeSock, control.MethodStatus, control.StatusRequest{}, &st) == nil &&
+			len(st.Conns) == 1 && st.Conns[0].OpenPaths() == 2 {
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }
 
 // startCPEs creates the CPEs: two sockets each, one per address range;
@@ -373,19 +432,25 @@ func (b *soBed) waitJoined(ctx context.Context, limit time.Duration, dead int) e
 	}
 }
 
-// openConns is concentrator k's open connections.
-func (b *soBed) openConns(k int) ([]control.ConnStatus, error) {
+// openConns is concentrator k's open connections of in-process CPEs,
+// and the mptund CPE's if k has it.
+func (b *soBed) openConns(k int) ([]control.ConnStatus, *control.ConnStatus, error) {
 	var st control.Status
 	if err := control.Call(b.sock[k], control.MethodStatus, control.StatusRequest{}, &st); err != nil {
-		return nil, fmt.Errorf("concentrator %d status: %w", k, err)
+		return nil, nil, fmt.Errorf("concentrator %d status: %w", k, err)
 	}
 	var open []control.ConnStatus
+	var daemon *control.ConnStatus
 	for _, c := range st.Conns {
-		if c.State == "open" {
+		switch {
+		case c.State != "open":
+		case len(c.Paths) > 0 && strings.HasPrefix(c.Paths[0].Remote, nthAddr(soCPENet[0], soDaemonHost).String()+":"):
+			daemon = &c
+		default:
 			open = append(open, c)
 		}
 	}
-	return open, nil
+	return open, daemon, nil
 }
 
 // fail kills concentrator k outright and gives its buckets to the others.
@@ -408,6 +473,7 @@ func (b *soBed) close() {
 	for _, w := range b.workers {
 		w.close()
 	}
+	b.cpeDaemon.stop()
 	for _, p := range b.daemon {
 		p.stop()
 	}

@@ -18,9 +18,9 @@ import (
 
 // TestScaleOutTwoConcentrators is docs/scale-out.md in the lab: two
 // mptund concentrators (server_id 0 and 1) share a VIP behind a balancer
-// made of nftables and policy routing; 20 in-process CPEs with two paths
-// each dial the VIP and join their second path at the port of the
-// concentrator their CI names. Every connection must have both subflows
+// made of nftables and policy routing; 20 in-process CPEs and one mptund
+// CPE with two paths each dial the VIP and join their second path at the
+// port of the concentrator their CI names. Every connection must have both subflows
 // at one concentrator, and both concentrators must get some. Then
 // concentrator 0 is killed and its buckets reassigned: its CPEs must
 // reconnect to concentrator 1, whose own CPEs keep their connections,
@@ -53,6 +53,12 @@ func TestScaleOutTwoConcentrators(t *testing.T) {
 	}
 	for k := range 2 {
 		checkConcentrator(t, "before", k, res.Before[k], res.CPEs, func(c bench.ScaleOutCPE) int { return c.Server }, per[k])
+	}
+	// The mptund CPE ([tuning] join_port_base) joined at its concentrator.
+	if d := res.DaemonCPE; res.DaemonAt < 0 {
+		t.Errorf("no concentrator lists the mptund CPE's connection")
+	} else if int(d.LocalCI>>28) != res.DaemonAt || d.OpenPaths() != 2 {
+		t.Errorf("mptund CPE at concentrator %d: CI %#x, %d paths up, want both paths and the CI naming it", res.DaemonAt, d.LocalCI, d.OpenPaths())
 	}
 	for i, c := range res.CPEs {
 		switch {
