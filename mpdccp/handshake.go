@@ -66,39 +66,7 @@ func (e *Endpoint) handleRequest(now mono.Time, local int, from netip.AddrPort, 
 	}
 	pc := PathConfig{Local: local, LocalAddr: netip.AddrPortFrom(to, 0), Remote: from}
 	if haveJoin {
-		c := e.byCI[join.Token]
-		if c == nil || c.state != Open {
-			e.drop(DropNoConn)
-			e.queueReset(local, from, to, p, wire.ResetNoConnection)
-			return
-		}
-		if e.sec != nil && !e.secCheckJoin(c, b, p, join.Nonce) {
-			return // forged or replayed join: no subflow, no answer
-		}
-		live := 0
-		for _, sf := range c.subflows {
-			if sf.state != sfClosed {
-				live++
-			}
-		}
-		if live >= e.cfg.MaxSubflows {
-			e.drop(DropTooBusy)
-			e.queueReset(local, from, to, p, wire.ResetTooBusy)
-			return
-		}
-		c.nextPathID++
-		pc.ID = c.nextPathID
-		sf, err := c.newSubflow(now, pc, true)
-		if err != nil {
-			e.drop(DropTooBusy)
-			return
-		}
-		sf.natResidual = residual
-		sf.peerAddrID = join.AddrID
-		sf.addrID = 0
-		sf.noncePeer = join.Nonce
-		sf.nonceLocal = e.rand32()
-		c.acceptSubflow(now, sf, p)
+		e.acceptJoin(now, pc, join, p, residual, b)
 		return
 	}
 	if e.sec != nil {
@@ -134,6 +102,45 @@ func (e *Endpoint) handleRequest(now mono.Time, local int, from netip.AddrPort, 
 		return
 	}
 	sf.natResidual = residual
+	c.acceptSubflow(now, sf, p)
+}
+
+// acceptJoin is a Request carrying MP_JOIN: a new subflow of the open
+// connection the token names, if the join is genuine and there is room.
+func (e *Endpoint) acceptJoin(now mono.Time, pc PathConfig, join wire.MPOption, p *wire.Packet, residual uint16, b []byte) {
+	local, from, to := pc.Local, pc.Remote, pc.LocalAddr.Addr()
+	c := e.byCI[join.Token]
+	if c == nil || c.state != Open {
+		e.drop(DropNoConn)
+		e.queueReset(local, from, to, p, wire.ResetNoConnection)
+		return
+	}
+	if e.sec != nil && !e.secCheckJoin(c, b, p, join.Nonce) {
+		return // forged or replayed join: no subflow, no answer
+	}
+	live := 0
+	for _, sf := range c.subflows {
+		if sf.state != sfClosed {
+			live++
+		}
+	}
+	if live >= e.cfg.MaxSubflows {
+		e.drop(DropTooBusy)
+		e.queueReset(local, from, to, p, wire.ResetTooBusy)
+		return
+	}
+	c.nextPathID++
+	pc.ID = c.nextPathID
+	sf, err := c.newSubflow(now, pc, true)
+	if err != nil {
+		e.drop(DropTooBusy)
+		return
+	}
+	sf.natResidual = residual
+	sf.peerAddrID = join.AddrID
+	sf.addrID = 0
+	sf.noncePeer = join.Nonce
+	sf.nonceLocal = e.rand32()
 	c.acceptSubflow(now, sf, p)
 }
 

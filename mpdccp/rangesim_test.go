@@ -60,6 +60,11 @@ func TestSimRangeReport(t *testing.T) {
 // path alone gives (16 s runs). Inner BBR is reported, not asserted: a
 // BBR flow moved for capacity onto a path with a much longer RTT runs
 // below that path's rate until its min_rtt filter expires (10 s).
+// The assertion holds at the package's seed; other seeds put
+// "DSL 4/10 + LTE 50/40" at 0.87–0.92: the flow starts on the 4 Mbit/s
+// path, its queue outgrows CoDel's allowance while the LTE path is still
+// in Startup, and the one early drop leaves inner CUBIC growing from a
+// small window for seconds (a known limitation, in BENCHMARKS.md).
 func TestSimDoNoHarmRange(t *testing.T) {
 	if testing.Short() {
 		t.Skip("simulation of many seconds; run without -short")
@@ -72,6 +77,7 @@ func TestSimDoNoHarmRange(t *testing.T) {
 		a := runInnerBulk(t, cell, 1, Config{}, dur)
 		b := runInnerBulk(t, cell.swapped(), 1, Config{}, dur)
 		two := runInnerBulk(t, cell, 2, Config{}, dur)
+		t.Logf("%s: %.2f (%.2f %.2f %.2f)", cell.name, two.goodput/max(a.goodput, b.goodput), a.goodput/1e6, b.goodput/1e6, two.goodput/1e6)
 		if best := max(a.goodput, b.goodput); two.goodput < 0.95*best {
 			t.Errorf("%s: %.2f Mbit/s over both paths, %.2f over the better one alone", cell.name, two.goodput/1e6, best/1e6)
 		}

@@ -17,21 +17,40 @@ import (
 // validity checks, options, handshake steps, congestion feedback, data.
 func (c *Conn) handlePacket(now mono.Time, sf *subflow, p *wire.Packet, ecn uint8, size int) {
 	c.touch()
+	if !c.acceptable(now, sf, p) {
+		return
+	}
+	var ro rxOpts
+	if !c.readOptions(now, sf, p, &ro) {
+		return
+	}
+	c.heard(now, sf, size)
+	fresh, disorder, ok := c.advance(now, sf, p, &ro, ecn)
+	if !ok {
+		return
+	}
+	c.feedback(now, sf, p, &ro, size)
+	c.dispatch(now, sf, p, &ro, ecn, fresh, disorder)
+}
+
+// acceptable checks a packet against the subflow's state and sequence
+// windows (RFC 4340 §7.5.3, §8.5), answering what needs an answer (a
+// retransmitted Request, a Sync for an out-of-window packet).
+func (c *Conn) acceptable(now mono.Time, sf *subflow, p *wire.Packet) bool {
 	e := c.ep
-	// Validity (RFC 4340 §7.5.3, §8.5).
 	switch {
 	case sf.state == sfClosed:
 		e.drop(DropNoConn)
-		return
+		return false
 	case p.Type == wire.TypeReset:
 		if !sf.ackValid(p.Ack) && !(sf.state == sfRequest && wire.SeqInWindow(p.Ack, sf.iss, sf.gss)) {
 			e.drop(DropOutOfWindow)
-			return
+			return false
 		}
 	case sf.state == sfRequest:
 		if p.Type != wire.TypeResponse || !wire.SeqInWindow(p.Ack, sf.iss, sf.gss) {
 			e.drop(DropBadState)
-			return
+			return false
 		}
 	case sf.state == sfRespond && p.Type == wire.TypeRequest:
 		if p.Seq != sf.isr && seqLess(sf.gsr, p.Seq) {
@@ -41,15 +60,15 @@ func (c *Conn) handlePacket(now mono.Time, sf *subflow, p *wire.Packet, ecn uint
 		// The Response answering it must carry the Confirms again.
 		c.handleFeatures(sf, p.Options)
 		sf.respOut = true
-		return
+		return false
 	case p.Type == wire.TypeRequest || p.Type == wire.TypeResponse:
 		e.drop(DropBadState)
-		return
+		return false
 	case p.Type == wire.TypeSync || p.Type == wire.TypeSyncAck:
 		if !sf.ackValid(p.Ack) {
 			e.drop(DropOutOfWindow)
 			sf.stats.OutOfWindow++
-			return
+			return false
 		}
 	default:
 		if !sf.seqValid(p) {
@@ -58,12 +77,18 @@ func (c *Conn) handlePacket(now mono.Time, sf *subflow, p *wire.Packet, ecn uint
 			if now.Sub(sf.lastSync) >= syncInterval && sf.state >= sfPartOpen {
 				sf.syncOut, sf.syncAckNo, sf.lastSync = true, p.Seq, now
 			}
-			return
+			return false
 		}
 	}
 
-	// Options.
-	var ro rxOpts
+	return true
+}
+
+// readOptions walks the packet's options into ro, handling the ones that
+// act at once (features, MP_PRIO, MP_ADDADDR/REMOVEADDR with their HMAC,
+// MP_CONFIRM, MP_EXP), and rejects malformed or unknown-mandatory ones.
+func (c *Conn) readOptions(now mono.Time, sf *subflow, p *wire.Packet, ro *rxOpts) bool {
+	e := c.ep
 	var mo wire.MPOption
 	var lastCtrl wire.MPOption
 	var haveCtrl bool
@@ -113,7 +138,7 @@ func (c *Conn) handlePacket(now mono.Time, sf *subflow, p *wire.Packet, ecn uint
 				ro.join, ro.hasJoin = mo, true
 			case wire.MPHMAC:
 				if haveCtrl {
-					c.handleAddrOption(now, sf, &lastCtrl, mo.HMAC, &ro)
+					c.handleAddrOption(now, sf, &lastCtrl, mo.HMAC, ro)
 					haveCtrl = false
 				} else {
 					ro.hmac = mo.HMAC
@@ -128,32 +153,37 @@ func (c *Conn) handlePacket(now mono.Time, sf *subflow, p *wire.Packet, ecn uint
 				sf.peerRTT = time.Duration(mo.RTT) * time.Millisecond
 				ro.rttUpdate = true
 			case wire.MPPrio:
-				c.handlePrio(sf, &mo, &ro, o.Data)
+				c.handlePrio(sf, &mo, ro, o.Data)
 			case wire.MPAddAddr, wire.MPRemoveAddr:
 				lastCtrl, haveCtrl = mo, true
 				lastCtrl.Raw = o.Data
 			case wire.MPExp:
-				c.handleExp(now, mo.Raw, &ro)
+				c.handleExp(now, mo.Raw, ro)
 			}
 		}
 	}
 	if it.Err() != nil {
 		e.drop(DropBadOption)
-		return
+		return false
 	}
 	if ro.mandatory && p.Type != wire.TypeData && p.Type != wire.TypeReset {
 		// RFC 4340 §5.8.2: Mandatory before an option we do not process.
 		if code, ok := wire.MandatoryCheck(p.Options, understood); !ok {
 			e.drop(DropBadOption)
 			sf.resetOut, sf.resetCode = true, code
-			return
+			return false
 		}
 	}
 	if ro.rttUpdate {
 		c.updatePaths()
 	}
 
-	// Liveness.
+	return true
+}
+
+// heard records that the subflow is alive; a failed path comes back.
+func (c *Conn) heard(now mono.Time, sf *subflow, size int) {
+	e := c.ep
 	sf.lastHeard = now
 	sf.stats.PacketsIn++
 	sf.stats.BytesIn += uint64(size)
@@ -167,17 +197,25 @@ func (c *Conn) handlePacket(now mono.Time, sf *subflow, p *wire.Packet, ecn uint
 		c.updatePaths()
 	}
 
+}
+
+// advance takes an accepted packet into the subflow's sequence state and
+// completes the handshake's last steps (Reset and Response end here). It
+// reports whether the packet is new (fresh), arrived out of order
+// (disorder), and goes on to feedback and delivery (ok).
+func (c *Conn) advance(now mono.Time, sf *subflow, p *wire.Packet, ro *rxOpts, ecn uint8) (fresh, disorder, ok bool) {
+	e := c.ep
 	switch p.Type {
 	case wire.TypeReset:
-		c.handleReset(now, sf, p, &ro)
-		return
+		c.handleReset(now, sf, p, ro)
+		return false, false, false
 	case wire.TypeResponse:
-		c.handleResponse(now, sf, p, &ro)
-		return
+		c.handleResponse(now, sf, p, ro)
+		return false, false, false
 	}
 
 	// Sequence bookkeeping for accepted packets.
-	fresh, disorder := sf.rx.record(p.Seq, ecn == 3)
+	fresh, disorder = sf.rx.record(p.Seq, ecn == 3)
 	if seqLess(sf.gsr, p.Seq) {
 		sf.gsr, sf.gsrAt = p.Seq, now
 	}
@@ -198,7 +236,7 @@ func (c *Conn) handlePacket(now mono.Time, sf *subflow, p *wire.Packet, ecn uint
 				if ro.hmac == nil || !hmac.Equal(ro.hmac, want[:]) {
 					e.drop(DropBadHMAC)
 					sf.resetOut, sf.resetCode = true, wire.ResetOptionError
-					return
+					return false, false, false
 				}
 			}
 			sf.hsRTT = now.Sub(sf.lastSent)
@@ -208,8 +246,13 @@ func (c *Conn) handlePacket(now mono.Time, sf *subflow, p *wire.Packet, ecn uint
 	case sfPartOpen:
 		c.subflowOpen(now, sf)
 	}
+	return fresh, disorder, true
+}
 
-	// Feedback for the congestion controller and ack-of-ack.
+// feedback gives an acknowledgement to the congestion controller, the
+// ack-of-ack bookkeeping and the retransmission ring.
+func (c *Conn) feedback(now mono.Time, sf *subflow, p *wire.Packet, ro *rxOpts, size int) {
+	e := c.ep
 	if (p.Type == wire.TypeAck || p.Type == wire.TypeDataAck) && sf.state >= sfOpen {
 		e.runs = e.runs[:0]
 		if len(e.cells) > 0 {
@@ -230,10 +273,14 @@ func (c *Conn) handlePacket(now mono.Time, sf *subflow, p *wire.Packet, ecn uint
 		c.holdUntil = 0
 	}
 
+}
+
+// dispatch does what the packet's type asks once it is accepted.
+func (c *Conn) dispatch(now mono.Time, sf *subflow, p *wire.Packet, ro *rxOpts, ecn uint8, fresh, disorder bool) {
 	switch p.Type {
 	case wire.TypeData, wire.TypeDataAck:
 		if fresh {
-			c.receiveData(now, sf, p, &ro, ecn)
+			c.receiveData(now, sf, p, ro, ecn)
 			sf.dataSinceAck++
 			if disorder || sf.dataSinceAck >= sf.rxAckRatio {
 				sf.ackNow = true
