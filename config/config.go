@@ -33,7 +33,8 @@ type Config struct {
 	Capture    Capture
 	// Peers are the keys this end talks to (secure mode): a CPE has one,
 	// the concentrator; a concentrator has every CPE.
-	Peers []Peer
+	Peers  []Peer
+	Tuning Tuning
 }
 
 // Tunnel describes the TUN device.

@@ -98,6 +98,7 @@ type rawConfig struct {
 		File    string `toml:"file"`
 		MaxSize int64  `toml:"max_size"`
 	} `toml:"capture"`
+	Tuning rawTuning `toml:"tuning"`
 }
 
 type rawClass struct {
@@ -273,6 +274,7 @@ func (c *checker) convert(raw *rawConfig, path string) *Config {
 	c.listens(raw, cfg)
 	c.paths(raw, cfg)
 	c.security(raw, cfg, path)
+	c.tuning(raw, cfg)
 
 	cfg.Offload = Offload{
 		TUN:    deref(raw.Offload.TUN, true),

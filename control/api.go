@@ -45,6 +45,30 @@ type Status struct {
 	Security      string `json:"security"`
 	PublicKey     string `json:"public_key,omitempty"`
 	CookieReplies uint64 `json:"cookie_replies"`
+	// ConnStates counts the connections by state, also in a summary.
+	ConnStates map[string]int `json:"connection_states"`
+}
+
+// StatusRequest is the optional parameters of "status".
+type StatusRequest struct {
+	// Summary leaves the connection list out (a concentrator's lists
+	// thousands); ConnStates still counts them.
+	Summary bool `json:"summary,omitempty"`
+	// GC collects garbage first, so that process.heap_live_bytes is the
+	// heap in use now (load tests divide it by the connections).
+	GC bool `json:"gc,omitempty"`
+}
+
+// ProcessStatus is the daemon's own footprint (leaks show here).
+type ProcessStatus struct {
+	Goroutines int    `json:"goroutines"`
+	HeapBytes  uint64 `json:"heap_bytes"`
+	// HeapLiveBytes is the heap the last garbage collection kept: unlike
+	// HeapBytes it does not swing with garbage, so growth here is a leak.
+	HeapLiveBytes uint64 `json:"heap_live_bytes"`
+	SysBytes      uint64 `json:"sys_bytes"`
+	GCs           uint32 `json:"gcs"`
+	EventsLost    uint64 `json:"monitor_events_lost"`
 }
 
 // ManagedPath is a client path as the path manager sees it, whether or
@@ -58,18 +82,6 @@ type ManagedPath struct {
 	Remote string `json:"remote,omitempty"`
 	Prio   uint8  `json:"prio"`
 	Active bool   `json:"active,omitempty"` // the active path in active-backup or switch mode
-}
-
-// ProcessStatus is the daemon's own footprint (leaks show here).
-type ProcessStatus struct {
-	Goroutines int    `json:"goroutines"`
-	HeapBytes  uint64 `json:"heap_bytes"`
-	// HeapLiveBytes is the heap the last garbage collection kept: unlike
-	// HeapBytes it does not swing with garbage, so growth here is a leak.
-	HeapLiveBytes uint64 `json:"heap_live_bytes"`
-	SysBytes      uint64 `json:"sys_bytes"`
-	GCs           uint32 `json:"gcs"`
-	EventsLost    uint64 `json:"monitor_events_lost"`
 }
 
 // ConnStatus is one MP-DCCP connection.

@@ -45,8 +45,11 @@ type Response struct {
 }
 
 const (
-	// MaxLine bounds a request or response line.
+	// MaxLine bounds a request line.
 	MaxLine = 1 << 20
+	// MaxResponse bounds a response line: a concentrator's status lists
+	// every connection (about 1.5 KB each, so 10,000 CPEs are 15 MB).
+	MaxResponse = 512 << 20
 	// SocketMode lets the daemon's group use the socket.
 	SocketMode  fs.FileMode = 0o660
 	idleTimeout             = 5 * time.Minute
@@ -322,7 +325,7 @@ func CallContext(ctx context.Context, path, method string, params, result any) e
 		return fmt.Errorf("control socket %s: send: %w", path, err)
 	}
 	sc := bufio.NewScanner(c)
-	sc.Buffer(make([]byte, 4096), MaxLine)
+	sc.Buffer(make([]byte, 4096), MaxResponse)
 	if !sc.Scan() {
 		err := sc.Err()
 		if err == nil {

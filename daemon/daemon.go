@@ -51,9 +51,11 @@ type Daemon struct {
 
 	dev        tun.Device
 	listen     []*netio.Conn // a server's sockets; a client's belong to the path manager
+	shardSocks []*netio.Conn // the other owners' listen sockets (shards.go)
 	ep         *mpdccp.Endpoint
 	dp         *datapath.Datapath
-	mgr        *pathmgr.Manager // owner goroutine only
+	mgr        *pathmgr.Manager   // owner goroutine only; a sharded concentrator's first owner's
+	mgrs       []*pathmgr.Manager // one per owner (shard), mgrs[0] == mgr
 	hub        eventHub
 	snapshot   []any // interfaces and addresses at start (nil: no netlink)
 	watcher    *netmon.Watcher
@@ -98,8 +100,14 @@ func New(cfg *config.Config, log *slog.Logger) (d *Daemon, err error) {
 		return nil, err
 	}
 	epCfg.Security = engineSecurity(cfg, log)
-	if d.ep, err = mpdccp.NewEndpoint(epCfg); err != nil {
+	layout := ciLayout(cfg)
+	steer := newSteer(cfg, layout)
+	if d.ep, err = mpdccp.NewEndpoint(shardEngine(epCfg, layout, steer, 0)); err != nil {
 		return nil, fmt.Errorf("engine: %w", err)
+	}
+	sharding, err := d.openShards(epCfg, steer)
+	if err != nil {
+		return nil, err
 	}
 
 	d.innerMTU = d.ep.MaxPayload()
@@ -136,7 +144,7 @@ func New(cfg *config.Config, log *slog.Logger) (d *Daemon, err error) {
 	}
 	d.dp, err = datapath.New(datapath.Config{
 		Endpoint: d.ep, Device: d.dev, Sockets: socks, InnerMTU: d.innerMTU,
-		InnerAddrs: inner, Logger: log, Capture: capt, Hook: managerHook{d},
+		InnerAddrs: inner, Logger: log, Capture: capt, Hook: managerHook{d, 0}, Sharding: sharding,
 	})
 	if err != nil {
 		return nil, err
@@ -152,6 +160,18 @@ func New(cfg *config.Config, log *slog.Logger) (d *Daemon, err error) {
 	ps := &pathSockets{dp: d.dp, off: netio.SocketConfig{DisableGSO: !cfg.Offload.UDPGSO, DisableGRO: !cfg.Offload.UDPGRO}}
 	if d.mgr, err = pathmgr.New(managerConfig(cfg, d.snapshot != nil), d.ep, ps); err != nil {
 		return nil, err
+	}
+	d.mgrs = append(d.mgrs, d.mgr)
+	if sharding != nil {
+		// Each owner's connections have their own (server) manager, driven
+		// by that owner's goroutine.
+		for _, sh := range sharding.Shards {
+			m, err := pathmgr.New(managerConfig(cfg, false), sh.Endpoint, ps)
+			if err != nil {
+				return nil, err
+			}
+			d.mgrs = append(d.mgrs, m)
+		}
 	}
 	return d, nil
 }
@@ -180,10 +200,14 @@ func (d *Daemon) openSockets() (int, error) {
 		}
 		return maxPacket, nil
 	}
+	if err := listenFree(cfg); err != nil {
+		return 0, err
+	}
 	off := netio.SocketConfig{DisableGSO: !cfg.Offload.UDPGSO, DisableGRO: !cfg.Offload.UDPGRO}
 	for _, l := range cfg.Listen {
 		sc := off
 		sc.Local, sc.Device, sc.Fwmark = l.Address, l.Device, l.Fwmark
+		sc.ReusePort = shardCount(cfg) > 1
 		s, err := netio.Open(sc)
 		if err != nil {
 			return 0, fmt.Errorf("listen %s: %w", l.Address, err)
@@ -210,10 +234,12 @@ func (d *Daemon) Run(ctx context.Context, ready func()) error {
 	for _, ev := range d.snapshot {
 		d.osEvent(now, ev)
 	}
-	if err := d.mgr.Start(now); err != nil {
-		return fmt.Errorf("path manager: %w", err)
+	for _, m := range d.mgrs {
+		if err := m.Start(now); err != nil {
+			return fmt.Errorf("path manager: %w", err)
+		}
+		d.drainEvents(m)
 	}
-	d.drainEvents()
 	if d.snapshot != nil {
 		d.watchNetlink()
 	}
@@ -238,7 +264,7 @@ func (d *Daemon) Run(ctx context.Context, ready func()) error {
 	}
 	name, _ := d.dev.Name()
 	d.log.Info("mptund running", "role", cfg.Connection.Role, "tun", name, "inner_mtu", d.innerMTU,
-		"paths", len(cfg.Paths), "listen", len(d.listen), "ccid", cfg.Connection.CCID, "scheduler", cfg.Connection.Scheduler,
+		"paths", len(cfg.Paths), "listen", len(d.listen), "shards", d.dp.Shards(), "ccid", cfg.Connection.CCID, "scheduler", cfg.Connection.Scheduler,
 		"reorderer", cfg.Connection.Reorderer, "mode", cfg.Connection.Mode,
 		"security", cfg.Connection.Security, "public_key", d.ep.PublicKey())
 	d.dropPrivileges()
@@ -266,7 +292,7 @@ func (d *Daemon) close() {
 		d.webSrv.Close()
 	}
 	d.routes.close(d.log)
-	for _, s := range d.listen {
+	for _, s := range append(d.listen, d.shardSocks...) {
 		s.Close()
 	}
 	if d.dp != nil {

@@ -9,6 +9,8 @@ import (
 	"github.com/mptun/mptun/ccid"
 	"github.com/mptun/mptun/ccid/aqm"
 	"github.com/mptun/mptun/config"
+	"github.com/mptun/mptun/datapath"
+	"github.com/mptun/mptun/internal/defaults"
 	"github.com/mptun/mptun/mpdccp"
 	"github.com/mptun/mptun/reorder"
 	"github.com/mptun/mptun/scheduler"
@@ -41,8 +43,14 @@ func engineConfig(cfg *config.Config, maxPacket int) (mpdccp.Config, error) {
 		PathTimeout: cc.PathTimeout,
 		ECN:         cc.ECN,
 	}
+	if base := cfg.Tuning.JoinPortBase; base > 0 {
+		ec.JoinRemote = datapath.JoinAtServer(base, config.ServerIDBits)
+	}
 	if cc.Role == config.RoleServer {
 		ec.Role = mpdccp.Server
+		// A secure concentrator holds at most a connection per peer (and
+		// one being set up): the peer list bounds it, not the default.
+		ec.MaxConns = max(defaults.MaxConns, 2*len(cfg.Peers))
 	}
 	var err error
 	if ec.Classes, err = classRules(cfg); err != nil {

@@ -86,30 +86,37 @@ func (s *pathSockets) Close(i int) { _ = s.dp.RemoveSocket(i) }
 
 // managerHook drives the path manager from the data path's owner
 // goroutine and reports what it did.
-type managerHook struct{ d *Daemon }
-
-func (h managerHook) HandleEngineEvent(now mono.Time, ev mpdccp.Event) {
-	h.d.mgr.HandleEngineEvent(now, ev)
-	h.d.drainEvents()
+// managerHook drives owner shard's path manager (d.mgrs[shard]) from that
+// owner's goroutine.
+type managerHook struct {
+	d     *Daemon
+	shard int
 }
 
-func (h managerHook) Deadline() mono.Time { return h.d.mgr.Deadline() }
+func (h managerHook) m() *pathmgr.Manager { return h.d.mgrs[h.shard] }
+
+func (h managerHook) HandleEngineEvent(now mono.Time, ev mpdccp.Event) {
+	h.m().HandleEngineEvent(now, ev)
+	h.d.drainEvents(h.m())
+}
+
+func (h managerHook) Deadline() mono.Time { return h.m().Deadline() }
 
 func (h managerHook) Stop(now mono.Time) {
-	h.d.mgr.Stop(now)
-	h.d.drainEvents()
+	h.m().Stop(now)
+	h.d.drainEvents(h.m())
 }
 
 func (h managerHook) HandleTimer(now mono.Time) {
-	h.d.mgr.HandleTimer(now)
-	h.d.drainEvents()
+	h.m().HandleTimer(now)
+	h.d.drainEvents(h.m())
 }
 
 // drainEvents logs the manager's events and hands them to the monitor
 // subscribers. Owner goroutine only; events are rare, not per packet.
-func (d *Daemon) drainEvents() {
+func (d *Daemon) drainEvents(m *pathmgr.Manager) {
 	for {
-		ev, ok := d.mgr.PollEvent()
+		ev, ok := m.PollEvent()
 		if !ok {
 			return
 		}
@@ -145,11 +152,23 @@ func (d *Daemon) drainEvents() {
 // reports its events.
 func (d *Daemon) withManager(ctx context.Context, fn func(now mono.Time, m *pathmgr.Manager) error) error {
 	var err error
-	derr := d.dp.Do(ctx, func(now mono.Time, _ *mpdccp.Endpoint) {
-		err = fn(now, d.mgr)
-		d.drainEvents()
+	derr := d.dp.Do(ctx, func(now mono.Time, ep *mpdccp.Endpoint) {
+		// A sharded concentrator runs fn in each owner, on its manager.
+		m := d.managerOf(ep)
+		err = errors.Join(err, fn(now, m))
+		d.drainEvents(m)
 	})
 	return errors.Join(derr, err)
+}
+
+// managerOf is the path manager of the owner running engine ep.
+func (d *Daemon) managerOf(ep *mpdccp.Endpoint) *pathmgr.Manager {
+	for _, m := range d.mgrs {
+		if m.Endpoint() == ep {
+			return m
+		}
+	}
+	return d.mgr
 }
 
 // watchNetlink hands interface, address and route changes to the path

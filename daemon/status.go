@@ -6,8 +6,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"runtime"
-	"runtime/metrics"
 	"strconv"
 	"time"
 
@@ -25,44 +23,57 @@ func ms(d time.Duration) float64 { return float64(d) / 1e6 }
 // Status snapshots the daemon; engine and path manager state is read in
 // the owner goroutine.
 func (d *Daemon) Status(ctx context.Context) (control.Status, error) {
+	return d.StatusWith(ctx, control.StatusRequest{})
+}
+
+// StatusWith is Status with the request's options.
+func (d *Daemon) StatusWith(ctx context.Context, req control.StatusRequest) (control.Status, error) {
 	name, _ := d.dev.Name()
 	cfg := d.config()
 	st := control.Status{APIVersion: control.APIVersion, Role: cfg.Connection.Role, Tunnel: name, InnerMTU: d.innerMTU,
-		UptimeS: time.Since(d.start).Seconds(), Dropped: map[string]uint64{}}
+		UptimeS: time.Since(d.start).Seconds(), Dropped: map[string]uint64{}, ConnStates: map[string]int{}}
 	err := d.dp.Do(ctx, func(now mono.Time, ep *mpdccp.Endpoint) {
 		es := ep.Stats()
-		for r, n := range es.Dropped {
+		for r, n := range es.Dropped { // summed over a concentrator's owners
 			if n > 0 {
-				st.Dropped[mpdccp.DropReason(r).String()] = n
+				st.Dropped[mpdccp.DropReason(r).String()] += n
 			}
 		}
-		st.ResetsSent = es.ResetsSent
-		st.CookieReplies = es.CookieReplies
+		st.ResetsSent += es.ResetsSent
+		st.CookieReplies += es.CookieReplies
 		st.Security = cfg.Connection.Security
 		if ep.Sealed() {
 			st.PublicKey = ep.PublicKey().String()
 		}
 		// The engine decapsulates ECN (RFC 6040); the counters stay under
 		// "datapath" in the API, where they always were.
-		st.Datapath.DroppedECN, st.Datapath.MarkedCE = es.InnerECNDropped, es.InnerCEMarked
-		set := d.mgr.Settings()
+		st.Datapath.DroppedECN += es.InnerECNDropped
+		st.Datapath.MarkedCE += es.InnerCEMarked
+		m := d.managerOf(ep) // a sharded concentrator: each owner's own
+		set := m.Settings()
 		st.Mode = string(set.Mode)
-		for _, p := range d.mgr.Paths() {
-			mp := control.ManagedPath{ID: p.ID, Name: p.Name, Link: p.Link, LinkUp: p.LinkUp, Prio: p.Prio, Active: p.Active}
-			if p.Local.IsValid() {
-				mp.Local = p.Local.String()
+		if ep == d.ep {
+			for _, p := range m.Paths() {
+				mp := control.ManagedPath{ID: p.ID, Name: p.Name, Link: p.Link, LinkUp: p.LinkUp, Prio: p.Prio, Active: p.Active}
+				if p.Local.IsValid() {
+					mp.Local = p.Local.String()
+				}
+				if p.Remote.IsValid() {
+					mp.Remote = p.Remote.String()
+				}
+				st.Paths = append(st.Paths, mp)
 			}
-			if p.Remote.IsValid() {
-				mp.Remote = p.Remote.String()
-			}
-			st.Paths = append(st.Paths, mp)
 		}
 		server := cfg.Connection.Role == config.RoleServer
 		for _, c := range ep.Conns() {
+			st.ConnStates[c.State().String()]++
+			if req.Summary {
+				continue
+			}
 			st.Conns = append(st.Conns, d.connStatus(now, c, set, server))
 		}
 	})
-	s := &d.dp.Stats
+	s := d.dp.Stats
 	p50, p99, mx := d.dp.TimerLateness()
 	droppedECN, markedCE := st.Datapath.DroppedECN, st.Datapath.MarkedCE
 	st.Datapath = control.DPStatus{
@@ -73,15 +84,8 @@ func (d *Daemon) Status(ctx context.Context) (control.Status, error) {
 		SendErrors:     s.SendErrors.Load(),
 		TimerLateP50us: float64(p50) / 1e3, TimerLateP99us: float64(p99) / 1e3, TimerLateMaxus: float64(mx) / 1e3,
 	}
-	var mem runtime.MemStats
-	runtime.ReadMemStats(&mem)
-	live := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
-	metrics.Read(live)
-	st.Process = control.ProcessStatus{Goroutines: runtime.NumGoroutine(), HeapBytes: mem.HeapAlloc, SysBytes: mem.Sys,
-		GCs: mem.NumGC, EventsLost: d.hub.dropped.Load()}
-	if live[0].Value.Kind() == metrics.KindUint64 {
-		st.Process.HeapLiveBytes = live[0].Value.Uint64()
-	}
+	st.Process = processStatus(req.GC)
+	st.Process.EventsLost = d.hub.dropped.Load()
 	return st, err
 }
 
@@ -162,10 +166,16 @@ func (d *Daemon) currentState(ctx context.Context) []control.MonitorEvent {
 
 func (d *Daemon) handlers() control.Handlers {
 	return control.Handlers{
-		control.MethodStatus: func(json.RawMessage) (any, error) {
-			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		control.MethodStatus: func(raw json.RawMessage) (any, error) {
+			var req control.StatusRequest
+			if len(raw) > 0 && string(raw) != "null" {
+				if err := control.DecodeParams(raw, &req); err != nil {
+					return nil, err
+				}
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			defer cancel()
-			return d.Status(ctx)
+			return d.StatusWith(ctx, req)
 		},
 		// capture: registered with the caller's credentials (privileges.go).
 		control.MethodSet: func(raw json.RawMessage) (any, error) {

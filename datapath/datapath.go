@@ -73,6 +73,9 @@ type Config struct {
 	// gets every engine event (instead of the log) and its own timer.
 	// The path manager is driven this way.
 	Hook Hook
+	// Sharding, when set, runs the connections on several owner
+	// goroutines (sharded.go): Endpoint and Sockets are the first.
+	Sharding *Sharding
 }
 
 // Hook is driven by the goroutine that owns the engine. When the data
@@ -125,7 +128,15 @@ type Datapath struct {
 	cfg   Config
 	ep    *mpdccp.Endpoint
 	log   *slog.Logger
-	Stats Stats
+	Stats *Stats // shared by a sharded data path's owners
+
+	// Sharded data paths (sharded.go): the front has shards and no
+	// engine of its own; a shard is fed by the front's readers.
+	shards  []*Datapath
+	front   *front
+	fed     bool
+	onEvent func(ev mpdccp.Event)
+	learn   func(src netip.Addr)
 
 	tunIn   chan *tunBatch
 	tunFree chan *tunBatch
@@ -155,6 +166,9 @@ type captureBox struct{ c Capture }
 
 // SetCapture starts (c != nil) or stops (nil) recording datagrams.
 func (d *Datapath) SetCapture(c Capture) {
+	for _, s := range d.shards {
+		s.SetCapture(c)
+	}
 	if c == nil {
 		d.capture.Store(nil)
 		return
@@ -166,6 +180,9 @@ func (d *Datapath) SetCapture(c Capture) {
 func New(cfg Config) (*Datapath, error) {
 	if cfg.Endpoint == nil || cfg.Device == nil {
 		return nil, errors.New("datapath: endpoint and device are required")
+	}
+	if cfg.Sharding != nil {
+		return newSharded(cfg)
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
@@ -181,6 +198,7 @@ func New(cfg Config) (*Datapath, error) {
 		cfg:     cfg,
 		ep:      cfg.Endpoint,
 		log:     cfg.Logger,
+		Stats:   new(Stats),
 		tunIn:   make(chan *tunBatch, batchesInFlight),
 		tunFree: make(chan *tunBatch, batchesInFlight),
 		udpIn:   make(chan *udpBatch, batchesInFlight*max(len(cfg.Sockets), 4)),
@@ -277,6 +295,9 @@ func (d *Datapath) Socket(i int) Socket {
 // Do runs fn in the goroutine that owns the endpoint and waits for it. The
 // control API uses it to read or change engine state safely.
 func (d *Datapath) Do(ctx context.Context, fn func(now mono.Time, ep *mpdccp.Endpoint)) error {
+	if d.shards != nil {
+		return d.doEach(ctx, fn)
+	}
 	done := make(chan struct{})
 	select {
 	case d.ctl <- func() { fn(mono.Now(), d.ep); close(done) }:
@@ -293,6 +314,9 @@ func (d *Datapath) Do(ctx context.Context, fn func(now mono.Time, ep *mpdccp.End
 
 // TimerLateness reports the precise timer's wake-up lateness quantiles.
 func (d *Datapath) TimerLateness() (p50, p99, max time.Duration) {
+	if d.shards != nil {
+		return d.shardLateness()
+	}
 	h := &d.timer.Lateness
 	return h.Quantile(0.5), h.Quantile(0.99), h.Max()
 }
@@ -300,18 +324,24 @@ func (d *Datapath) TimerLateness() (p50, p99, max time.Duration) {
 // Run moves packets until ctx is cancelled, then closes every connection
 // gracefully (MP_CLOSE) and returns after they closed or closeGrace passed.
 func (d *Datapath) Run(ctx context.Context, closeGrace time.Duration) error {
+	if d.shards != nil {
+		return d.runSharded(ctx, closeGrace)
+	}
 	readCtx, stopReaders := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	d.readCtx, d.readers = readCtx, &wg
-	wg.Add(2)
-	go func() { defer wg.Done(); d.routineReadTUN(readCtx) }()
-	for _, sl := range d.slots {
-		if sl != nil {
-			wg.Add(1)
-			go func() { defer wg.Done(); d.routineReadUDP(readCtx, sl) }()
+	wg.Add(1)
+	go func() { defer wg.Done(); d.routineTimer() }()
+	if !d.fed { // a shard's datagrams and packets come from the front
+		wg.Add(1)
+		go func() { defer wg.Done(); d.routineReadTUN(readCtx) }()
+		for _, sl := range d.slots {
+			if sl != nil {
+				wg.Add(1)
+				go func() { defer wg.Done(); d.routineReadUDP(readCtx, sl) }()
+			}
 		}
 	}
-	go func() { defer wg.Done(); d.routineTimer() }()
 	defer func() {
 		stopReaders()
 		d.timer.Close()
@@ -323,6 +353,7 @@ func (d *Datapath) Run(ctx context.Context, closeGrace time.Duration) error {
 	var closing bool
 	var closeBy mono.Time
 	done := ctx.Done()
+	d.arm(d.ep.Deadline()) // a connection dialled before Run sends its Request now
 	for {
 		select {
 		case b := <-d.tunIn:
@@ -675,10 +706,13 @@ func (d *Datapath) flushDeliver(now mono.Time) {
 			break
 		}
 		pkt := out[tunOffset : tunOffset+n]
-		if c != nil && len(d.ep.Conns()) > 1 && !d.ep.Sealed() {
+		if c != nil && (len(d.ep.Conns()) > 1 || d.learn != nil) && !d.ep.Sealed() {
 			if src, ok := innerAddr(pkt, true); ok {
 				if d.routes[src] != c {
 					d.routes[src] = c
+					if d.learn != nil {
+						d.learn(src) // the front's TUN reader steers to this shard
+					}
 				}
 			}
 		}
@@ -706,6 +740,9 @@ func (d *Datapath) flushEvents(now mono.Time) bool {
 		if d.hook != nil {
 			d.hook.HandleEngineEvent(now, ev)
 			continue
+		}
+		if d.onEvent != nil {
+			d.onEvent(ev)
 		}
 		d.log.Info("mpdccp event", "event", ev.Kind.String(), "path", ev.Path, "remote", ev.Remote, "reason", ev.Reason)
 	}

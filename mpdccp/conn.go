@@ -447,6 +447,9 @@ func (c *Conn) AddPath(now mono.Time, p PathConfig) error {
 }
 
 func (c *Conn) startJoin(now mono.Time, p PathConfig) error {
+	if j := c.ep.cfg.JoinRemote; j != nil {
+		p.Remote = j(c.peerCI, p.Remote)
+	}
 	sf, err := c.newSubflow(now, p, true)
 	if err != nil {
 		return err

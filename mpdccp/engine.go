@@ -116,6 +116,23 @@ type Config struct {
 	// Security, when set, authenticates and encrypts everything
 	// (secure.go); nil is plain RFC 9897.
 	Security *Security
+	// CIPrefix, when CIPrefixBits > 0, is the top CIPrefixBits bits of
+	// every Connection Identifier this end assigns (on a server, the token
+	// its peer's joins carry): a sharded data path, or a load balancer in
+	// front of several concentrators, finds a connection's owner from a
+	// join's token alone. At most 24 bits, so 8 stay random.
+	CIPrefix     uint32
+	CIPrefixBits uint8
+	// Indexed, when set, hears every subflow the endpoint starts (up) or
+	// stops matching datagrams from remote with the peer's DCCP port: a
+	// data path that shards connections over several endpoints steers
+	// datagrams to the right one with it. It runs in the owner goroutine.
+	Indexed func(remote netip.AddrPort, peerPort uint16, up bool)
+	// JoinRemote, when set on a client, picks where a join goes from the
+	// peer's CI (the token the join carries) and the path's remote: behind
+	// a load balancer each concentrator takes joins on a port of its own,
+	// named by its server id in the CI (docs/scale-out.md).
+	JoinRemote func(peerCI uint32, remote netip.AddrPort) netip.AddrPort
 }
 
 // Transmit describes a datagram PollTransmit wrote.
@@ -314,6 +331,9 @@ func NewEndpoint(cfg Config) (*Endpoint, error) {
 	if cfg.Reorder.BufferLimit == 0 {
 		cfg.Reorder.BufferLimit = defaults.ReorderBuffer
 	}
+	if cfg.CIPrefixBits > 24 || cfg.CIPrefix>>cfg.CIPrefixBits != 0 {
+		return nil, fmt.Errorf("mpdccp: CI prefix %#x does not fit in %d bits (at most 24)", cfg.CIPrefix, cfg.CIPrefixBits)
+	}
 	if cfg.AQM != nil && cfg.AQM.Target == 0 {
 		a := *cfg.AQM
 		a.Target = defaults.AQMTarget
@@ -496,6 +516,9 @@ func (e *Endpoint) newConn(now mono.Time) (*Conn, error) {
 	}
 	for {
 		c.localCI = e.rand32()
+		if b := e.cfg.CIPrefixBits; b > 0 {
+			c.localCI = e.cfg.CIPrefix<<(32-b) | c.localCI>>b
+		}
 		if _, dup := e.byCI[c.localCI]; !dup && c.localCI != 0 {
 			break
 		}
@@ -539,14 +562,21 @@ func (e *Endpoint) removeConn(c *Conn) {
 }
 
 func (e *Endpoint) index(sf *subflow) {
-	e.byKey[sf.key()] = sf
+	k := sf.key()
+	if _, had := e.byKey[k]; !had && e.cfg.Indexed != nil {
+		e.cfg.Indexed(k.remote, k.rem, true)
+	}
+	e.byKey[k] = sf
 	pk := portKey{sf.localPort, sf.remotePort}
 	e.byPorts[pk] = append(e.byPorts[pk], sf)
 }
 
 func (e *Endpoint) unindex(sf *subflow) {
-	if e.byKey[sf.key()] == sf {
-		delete(e.byKey, sf.key())
+	if k := sf.key(); e.byKey[k] == sf {
+		delete(e.byKey, k)
+		if e.cfg.Indexed != nil {
+			e.cfg.Indexed(k.remote, k.rem, false)
+		}
 	}
 	pk := portKey{sf.localPort, sf.remotePort}
 	l := e.byPorts[pk]

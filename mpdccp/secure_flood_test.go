@@ -16,9 +16,15 @@ func TestSecureCookieUnderLoad(t *testing.T) {
 	secureConfigs(newSecKeys(20), &hc)
 	hc.srv.Security.CookieThreshold = -1 // always under load
 	h := newHarness(t, hc)
+	t0 := h.sim.Now()
 	c := h.dial(1)
 	if !h.runUntil(5*time.Second, func() bool { return c.State() == Open && h.openPaths(h.serverConn()) == 1 }) {
 		t.Fatalf("no connection with cookies: %+v / %+v", h.ep[0].Stats(), h.ep[1].Stats())
+	}
+	// The cookie is taken and the Request sent again at once: three round
+	// trips of 20 ms, not the Request's 1 s retransmission timer.
+	if d := h.sim.Now().Sub(t0); d > 200*time.Millisecond {
+		t.Errorf("connection with a cookie opened after %v, want a few round trips", d)
 	}
 	if h.ep[1].Stats().CookieReplies != 1 || h.ep[0].Stats().CookiesTaken != 1 {
 		t.Fatalf("cookie replies %d, taken %d", h.ep[1].Stats().CookieReplies, h.ep[0].Stats().CookiesTaken)

@@ -213,6 +213,7 @@ func (c *Conn) secCookieReply(now mono.Time, sf *subflow, p *wire.Packet) {
 		return
 	}
 	c.ep.stats.CookiesTaken++
+	c.touch() // the Request's new due time is the connection's deadline
 	sf.reqDue = now
 }
 

@@ -173,6 +173,11 @@ func setPreBind(fd int, cfg SocketConfig, bufSize int) error {
 	if unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_SNDBUFFORCE, bufSize) != nil {
 		_ = unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_SNDBUF, bufSize)
 	}
+	if cfg.ReusePort {
+		if err := unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_REUSEPORT, 1); err != nil {
+			return fmt.Errorf("SO_REUSEPORT: %w", err)
+		}
+	}
 	if cfg.Device != "" {
 		if err := unix.BindToDevice(fd, cfg.Device); err != nil {
 			return fmt.Errorf("bind to device %s: %w", cfg.Device, err)

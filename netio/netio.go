@@ -57,6 +57,9 @@ type SocketConfig struct {
 	// has them.
 	DisableGSO bool
 	DisableGRO bool
+	// ReusePort lets several sockets share the address (SO_REUSEPORT):
+	// a sharded concentrator gives each owner goroutine its own.
+	ReusePort bool
 }
 
 // Defaults.

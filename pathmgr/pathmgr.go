@@ -200,6 +200,9 @@ type Manager struct {
 	serverAdv map[*mpdccp.Conn]bool
 }
 
+// Endpoint is the engine the manager manages.
+func (m *Manager) Endpoint() *mpdccp.Endpoint { return m.ep }
+
 // New returns a manager for ep. socks may be nil on a server (its listen
 // sockets are the daemon's).
 func New(cfg Config, ep *mpdccp.Endpoint, socks Sockets) (*Manager, error) {

@@ -22,6 +22,7 @@ func benchUsage(w io.Writer) {
        mptun bench cc [--seconds S] [--json]   (lab: inner cubic/bbr x outer ccid2/bbr/none x AQM on/off)
        mptun bench matrix [--quick] [--cells P] [--seconds S] [--out DIR] [--list] [--json]   (lab: scenario matrix, issues 10 and 17)
        mptun bench latency [--seconds S] [--reps N] [--out DIR] [--json]   (lab: idle RTT, short transfers, web delay)
+       mptun bench scale --clients N [--active M] [--gomaxprocs 1,2] [--soak 10m] [--out DIR] [--json]   (one concentrator, N in-process CPEs)
 `)
 }
 
@@ -78,6 +79,8 @@ func benchMain(args []string, asJSON bool, stdout, stderr io.Writer) int {
 		return 0
 	case "aggregate", "handover", "voip", "cc":
 		return benchLab(ctx, args[0], args[1:], asJSON, stdout, stderr)
+	case "scale":
+		return benchScale(ctx, args[1:], asJSON, stdout, stderr)
 	}
 	benchUsage(stderr)
 	return 2
