@@ -737,12 +737,12 @@ func (d *Datapath) flushEvents(now mono.Time) bool {
 			return any
 		}
 		any = true
+		if d.onEvent != nil {
+			d.onEvent(ev) // a shard's: the front learns whose connection it is
+		}
 		if d.hook != nil {
 			d.hook.HandleEngineEvent(now, ev)
 			continue
-		}
-		if d.onEvent != nil {
-			d.onEvent(ev)
 		}
 		d.log.Info("mpdccp event", "event", ev.Kind.String(), "path", ev.Path, "remote", ev.Remote, "reason", ev.Reason)
 	}

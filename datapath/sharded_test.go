@@ -7,6 +7,8 @@ import (
 	"crypto/rand"
 	"encoding/binary"
 	"net/netip"
+	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -27,7 +29,28 @@ type shardedServer struct {
 	cpeKeys []noise.Key
 	layout  CILayout
 	socks   []*netio.Conn
+	hooks   []*countingHook // one per owner, as the daemon's path managers
 }
+
+// countingHook counts the engine events its owner hands it and checks
+// that they come from that owner's engine.
+type countingHook struct {
+	ep    *mpdccp.Endpoint
+	opens atomic.Int32
+	wrong atomic.Int32
+}
+
+func (h *countingHook) HandleEngineEvent(now mono.Time, ev mpdccp.Event) {
+	if ev.Kind == mpdccp.EventConnOpen {
+		h.opens.Add(1)
+		if ev.Conn != nil && !slices.Contains(h.ep.Conns(), ev.Conn) {
+			h.wrong.Add(1)
+		}
+	}
+}
+func (h *countingHook) Deadline() mono.Time       { return mono.Never }
+func (h *countingHook) HandleTimer(now mono.Time) {}
+func (h *countingHook) Stop(now mono.Time)        {}
 
 // cpeInner is CPE i's inner address (its allowed IPs).
 func cpeInner(i int) netip.Addr { return netip.AddrFrom4([4]byte{10, 98, byte(i >> 8), byte(i + 1)}) }
@@ -68,15 +91,17 @@ func newShardedServer(t *testing.T, shards, cpes int) *shardedServer {
 		}
 		s.socks = append(s.socks, sock)
 		s.addr = sock.LocalAddr()
+		h := &countingHook{ep: ep}
+		s.hooks = append(s.hooks, h)
 		if i == 0 {
-			first = Shard{Endpoint: ep, Sockets: []Socket{sock}}
+			first = Shard{Endpoint: ep, Sockets: []Socket{sock}, Hook: h}
 		} else {
-			sh.Shards = append(sh.Shards, Shard{Endpoint: ep, Sockets: []Socket{sock}})
+			sh.Shards = append(sh.Shards, Shard{Endpoint: ep, Sockets: []Socket{sock}, Hook: h})
 		}
 	}
 	var err error
 	s.dp, err = New(Config{Endpoint: first.Endpoint, Sockets: first.Sockets, Device: s.dev, InnerMTU: 1300,
-		InnerAddrs: []netip.Addr{netip.MustParseAddr("10.98.255.254")}, Sharding: sh})
+		InnerAddrs: []netip.Addr{netip.MustParseAddr("10.98.255.254")}, Sharding: sh, Hook: first.Hook})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -274,6 +299,19 @@ func TestShardedConcentrator(t *testing.T) {
 	}
 	if n := srv.dp.Stats.DroppedNoRoute.Load(); n != 0 {
 		t.Errorf("%d inner packets had no route", n)
+	}
+	// Each owner's hook (the daemon's path manager) saw its own
+	// connections open, and the front still learnt where they live (the
+	// downstream packets above arrived).
+	opens := 0
+	for i, h := range srv.hooks {
+		opens += int(h.opens.Load())
+		if n := h.wrong.Load(); n != 0 {
+			t.Errorf("owner %d's hook got %d events of another owner's connections", i, n)
+		}
+	}
+	if opens != cpes {
+		t.Errorf("hooks saw %d connections open, want %d", opens, cpes)
 	}
 }
 
