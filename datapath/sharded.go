@@ -245,7 +245,7 @@ func (d *Datapath) steerDatagram(ctx context.Context, out []*udpBatch, s, i int,
 	} else {
 		slot.Buf, m.Buf = m.Buf, slot.Buf
 	}
-	slot.N, slot.Addr, slot.TOS = m.N, m.Addr, m.TOS
+	slot.N, slot.Addr, slot.TOS, slot.Local = m.N, m.Addr, m.TOS, m.Local
 	b.n++
 	if b.n == len(b.msgs) {
 		out[s] = nil

@@ -110,12 +110,14 @@ func TestStatusPageInBrowser(t *testing.T) {
 		t.Fatalf("open %s: %v", url, err)
 	}
 
-	// A download through the tunnel (concentrator to CPE) for the page to show.
+	// Downloads through the tunnel (concentrator to CPE) for the page to show.
 	srvCmd := tp.cpe.Command(ctx, "iperf3", "-s", "-1", "-p", "5201")
 	must(t, srvCmd.Start())
 	defer func() { srvCmd.Cancel(); srvCmd.Wait() }()
 	time.Sleep(300 * time.Millisecond)
-	cliCmd := tp.srv.Command(ctx, "iperf3", "-c", "10.99.0.2", "-p", "5201", "-t", "30", "-C", "cubic")
+	// Four flows, as a household's traffic: one flow may stay on one path
+	// (the flow scheduler spreads a flow only when its path holds it back).
+	cliCmd := tp.srv.Command(ctx, "iperf3", "-c", "10.99.0.2", "-p", "5201", "-t", "30", "-P", "4", "-C", "cubic")
 	var iperfOut bytes.Buffer
 	cliCmd.Stdout, cliCmd.Stderr = &iperfOut, &iperfOut
 	must(t, cliCmd.Start())
