@@ -119,9 +119,17 @@ func nonceOf(n []byte, seq uint64) []byte {
 // writing the key phase and appending the tag; it returns the new length.
 // The checksum field must still be zero.
 func sealPacket(a cipher.AEAD, nonce []byte, phase uint8, buf []byte, hl, n int, seq uint64) int {
+	return sealPacketFrom(a, nonce, phase, buf, hl, buf[hl:n], seq)
+}
+
+// sealPacketFrom is sealPacket for a payload that is not in buf yet: the
+// header is buf[:hl], the ciphertext is written from buf[hl] straight
+// from plain, which must be buf[hl:n] itself or not overlap buf. Sealing
+// from the queued inner packet saves copying every payload into buf first.
+func sealPacketFrom(a cipher.AEAD, nonce []byte, phase uint8, buf []byte, hl int, plain []byte, seq uint64) int {
 	buf[reservedByte] = phase
 	buf[5] = buf[5]&0xf0 | 1 // CsCov 1: the checksum covers the header only
-	out := a.Seal(buf[hl:hl], nonceOf(nonce, seq), buf[hl:n], buf[:hl])
+	out := a.Seal(buf[hl:hl], nonceOf(nonce, seq), plain, buf[:hl])
 	return hl + len(out)
 }
 

@@ -46,28 +46,28 @@ func (c *Conn) secReserve(sf *subflow, typ wire.Type, buf []byte) ([]byte, bool,
 }
 
 // secFinish seals the finished packet buf[:n] when seal is set; it gives
-// back the full buffer and the new length. The outer ECN field comes from
-// ps.payload, the plaintext (outerECN).
+// back the full buffer and the new length. A sealed packet's payload was
+// not copied into buf (build used FinishInPlace): it is sealed from
+// ps.payload, the plaintext, which also gives the outer ECN field
+// (outerECN).
 func (c *Conn) secFinish(now mono.Time, sf *subflow, buf []byte, n int, seal bool, ps *pktSpec, seq uint64) ([]byte, int) {
 	if !seal {
 		return buf, n
 	}
 	buf = buf[:len(buf)+sealOverhead]
-	return buf, c.secSeal(now, sf, buf, n, ps.typ, seq)
+	return buf, c.secSeal(now, sf, buf, ps.payload, ps.typ, seq)
 }
 
-// secSeal seals the packet in buf[:n] built for sf and returns its new
-// length.
-func (c *Conn) secSeal(now mono.Time, sf *subflow, buf []byte, n int, typ wire.Type, seq uint64) int {
+// secSeal seals the packet built for sf, its header in buf and its
+// payload plain, into buf and returns its length.
+func (c *Conn) secSeal(now mono.Time, sf *subflow, buf, plain []byte, typ wire.Type, seq uint64) int {
 	hl := int(buf[4]) * 4
 	if typ == wire.TypeRequest {
 		k := joinRequestKey(&c.sec.tx, sf.nonceLocal)
-		n = sealPacket(newAEAD(c.sec.kind, &k), c.ep.sec.nonce, 0, buf, hl, n, seq)
-	} else {
-		k := sf.crypt.txKey(now, &c.ep.sec.cfg)
-		n = sealPacket(k.aead, c.ep.sec.nonce, k.phase, buf, hl, n, seq)
+		return sealPacketFrom(newAEAD(c.sec.kind, &k), c.ep.sec.nonce, 0, buf, hl, plain, seq)
 	}
-	return n
+	k := sf.crypt.txKey(now, &c.ep.sec.cfg)
+	return sealPacketFrom(k.aead, c.ep.sec.nonce, k.phase, buf, hl, plain, seq)
 }
 
 // secOpen authenticates and decrypts a packet for sf (secure mode) in

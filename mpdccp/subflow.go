@@ -548,7 +548,13 @@ func (c *Conn) build(now mono.Time, sf *subflow, buf []byte, ps *pktSpec) (Trans
 	case ps.typ == wire.TypeReset && sf.resetMPFast:
 		_ = b.MP(&wire.MPOption{Type: wire.MPFastClose, KeyData: c.keys.peerKey()})
 	}
-	n, err := b.Finish(ps.payload)
+	var n int
+	var err error
+	if seal {
+		n, err = b.FinishInPlace(len(ps.payload)) // secFinish seals from ps.payload
+	} else {
+		n, err = b.Finish(ps.payload)
+	}
 	if err != nil {
 		sf.gss = seqAdd(sf.gss, -1)
 		return Transmit{}, false
