@@ -665,12 +665,28 @@ func newConcentratorWith(tb testing.TB, clients int, base Config) *concentrator 
 		k.pump()
 		k.now = k.now.Add(time.Millisecond)
 	}
+	// More than the concentrator's rate-limiter table (4,096 sources in a
+	// second) dialling at once: the rest get in with their Requests'
+	// retransmissions once the table is swept.
+	for step := 0; step < 600 && !k.allOpen(); step++ {
+		k.pump()
+		k.now = k.now.Add(50 * time.Millisecond)
+	}
 	for i, c := range k.conns {
 		if c.State() != Open || h2paths(c) != 2 {
 			tb.Fatalf("client %d: %v, %d paths", i, c.State(), h2paths(c))
 		}
 	}
 	return k
+}
+
+func (k *concentrator) allOpen() bool {
+	for _, c := range k.conns {
+		if c.State() != Open || h2paths(c) != 2 {
+			return false
+		}
+	}
+	return true
 }
 
 func (k *concentrator) pump() {
