@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/mptun/mptun/internal/inetsum"
 	"github.com/mptun/mptun/internal/mono"
 	"github.com/mptun/mptun/internal/netns"
 )
@@ -160,7 +161,7 @@ func echoRequest(b []byte, id, seq uint16, now mono.Time) {
 	binary.BigEndian.PutUint16(b[4:], id)
 	binary.BigEndian.PutUint16(b[6:], seq)
 	binary.BigEndian.PutUint64(b[8:], uint64(now))
-	binary.BigEndian.PutUint16(b[2:], inetChecksum(b))
+	binary.BigEndian.PutUint16(b[2:], inetsum.Checksum(b))
 }
 
 // parseEchoReply returns the sequence number and send time of an echo reply
@@ -170,23 +171,8 @@ func parseEchoReply(b []byte, id uint16) (seq uint16, sent mono.Time, ok bool) {
 	if len(b) < 16 || b[0] != 0 || b[1] != 0 || binary.BigEndian.Uint16(b[4:]) != id {
 		return 0, 0, false
 	}
-	if inetChecksum(b) != 0 {
+	if inetsum.Checksum(b) != 0 {
 		return 0, 0, false
 	}
 	return binary.BigEndian.Uint16(b[6:]), mono.Time(binary.BigEndian.Uint64(b[8:])), true
-}
-
-// inetChecksum is the Internet checksum (RFC 1071) of b.
-func inetChecksum(b []byte) uint16 {
-	var s uint32
-	for i := 0; i+1 < len(b); i += 2 {
-		s += uint32(b[i])<<8 | uint32(b[i+1])
-	}
-	if len(b)%2 == 1 {
-		s += uint32(b[len(b)-1]) << 8
-	}
-	for s>>16 != 0 {
-		s = s&0xffff + s>>16
-	}
-	return ^uint16(s)
 }

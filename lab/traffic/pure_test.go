@@ -8,19 +8,20 @@ import (
 	"math/rand/v2"
 	"testing"
 
+	"github.com/mptun/mptun/internal/inetsum"
 	"github.com/mptun/mptun/internal/mono"
 )
 
 func TestEchoRequestRoundTrip(t *testing.T) {
 	b := make([]byte, 64)
 	echoRequest(b, 0x1234, 7, mono.Time(123456789))
-	if inetChecksum(b) != 0 {
+	if inetsum.Checksum(b) != 0 {
 		t.Fatal("request checksum does not verify")
 	}
 	// A reply is the request with type 0 and the checksum adjusted.
 	b[0] = 0
 	binary.BigEndian.PutUint16(b[2:], 0)
-	binary.BigEndian.PutUint16(b[2:], inetChecksum(b))
+	binary.BigEndian.PutUint16(b[2:], inetsum.Checksum(b))
 	seq, sent, ok := parseEchoReply(b, 0x1234)
 	if !ok || seq != 7 || sent != 123456789 {
 		t.Fatalf("parse: %v %v %v", seq, sent, ok)
