@@ -460,16 +460,25 @@ func (c *Conn) startJoin(now mono.Time, p PathConfig) error {
 	return nil
 }
 
+// cancelPendingJoin forgets the join of path id still waiting for the
+// connection to open; it reports whether there was one.
+func (c *Conn) cancelPendingJoin(id int) bool {
+	for i, p := range c.pendingJoins {
+		if p.ID == id {
+			c.pendingJoins = append(c.pendingJoins[:i], c.pendingJoins[i+1:]...)
+			return true
+		}
+	}
+	return false
+}
+
 // RemovePath closes one subflow gracefully (DCCP Close without MP_CLOSE).
 func (c *Conn) RemovePath(now mono.Time, id int) error {
 	c.touch()
 	sf := c.pathByID(id)
 	if sf == nil {
-		for i, p := range c.pendingJoins {
-			if p.ID == id {
-				c.pendingJoins = append(c.pendingJoins[:i], c.pendingJoins[i+1:]...)
-				return nil
-			}
+		if c.cancelPendingJoin(id) {
+			return nil
 		}
 		return fmt.Errorf("mpdccp: RemovePath: no path %d", id)
 	}

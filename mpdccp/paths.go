@@ -77,11 +77,8 @@ func (c *Conn) DropPath(now mono.Time, id int) error {
 	c.touch()
 	sf := c.pathByID(id)
 	if sf == nil {
-		for i, p := range c.pendingJoins {
-			if p.ID == id {
-				c.pendingJoins = append(c.pendingJoins[:i], c.pendingJoins[i+1:]...)
-				return nil
-			}
+		if c.cancelPendingJoin(id) {
+			return nil
 		}
 		return fmt.Errorf("mpdccp: DropPath: no path %d", id)
 	}
