@@ -303,26 +303,13 @@ func Call(path, method string, params, result any) error {
 
 // CallContext is Call with a context.
 func CallContext(ctx context.Context, path, method string, params, result any) error {
-	var d net.Dialer
-	c, err := d.DialContext(ctx, "unix", path)
+	c, done, err := dialControl(ctx, path, true)
 	if err != nil {
-		return fmt.Errorf("control socket %s: %w (is mptund running?)", path, err)
+		return err
 	}
-	defer c.Close()
-	if dl, ok := ctx.Deadline(); ok {
-		c.SetDeadline(dl)
-	}
-	stop := context.AfterFunc(ctx, func() { c.SetDeadline(time.Unix(1, 0)) })
-	defer stop()
-
-	req := Request{Method: method}
-	if params != nil {
-		if req.Params, err = json.Marshal(params); err != nil {
-			return fmt.Errorf("%s: encode params: %w", method, err)
-		}
-	}
-	if err := json.NewEncoder(c).Encode(req); err != nil {
-		return fmt.Errorf("control socket %s: send: %w", path, err)
+	defer done()
+	if err := sendRequest(c, path, method, params); err != nil {
+		return err
 	}
 	sc := bufio.NewScanner(c)
 	sc.Buffer(make([]byte, 4096), MaxResponse)
@@ -333,17 +320,58 @@ func CallContext(ctx context.Context, path, method string, params, result any) e
 		}
 		return fmt.Errorf("control socket %s: %s: %w", path, method, err)
 	}
-	var resp Response
-	if err := json.Unmarshal(sc.Bytes(), &resp); err != nil {
-		return fmt.Errorf("control socket %s: %s: bad response: %w", path, method, err)
+	res, err := parseResponse(sc.Bytes(), path, method)
+	if err != nil {
+		return err
 	}
-	if resp.Error != "" {
-		return &RemoteError{Msg: resp.Error}
-	}
-	if result != nil && len(resp.Result) > 0 {
-		if err := json.Unmarshal(resp.Result, result); err != nil {
+	if result != nil && len(res) > 0 {
+		if err := json.Unmarshal(res, result); err != nil {
 			return fmt.Errorf("%s: decode result: %w", method, err)
 		}
 	}
 	return nil
+}
+
+// dialControl connects to the daemon's control socket at path. Until done
+// is called, the end of ctx unblocks any read or write on the connection;
+// done also closes it. withDeadline also gives the connection ctx's
+// deadline (a stream ends at ctx's end without an I/O timeout error).
+func dialControl(ctx context.Context, path string, withDeadline bool) (c net.Conn, done func(), err error) {
+	var d net.Dialer
+	if c, err = d.DialContext(ctx, "unix", path); err != nil {
+		return nil, nil, fmt.Errorf("control socket %s: %w (is mptund running?)", path, err)
+	}
+	if dl, ok := ctx.Deadline(); ok && withDeadline {
+		c.SetDeadline(dl)
+	}
+	stop := context.AfterFunc(ctx, func() { c.SetDeadline(time.Unix(1, 0)) })
+	return c, func() { stop(); c.Close() }, nil
+}
+
+// sendRequest writes one request line for method on c.
+func sendRequest(c net.Conn, path, method string, params any) error {
+	req := Request{Method: method}
+	if params != nil {
+		var err error
+		if req.Params, err = json.Marshal(params); err != nil {
+			return fmt.Errorf("%s: encode params: %w", method, err)
+		}
+	}
+	if err := json.NewEncoder(c).Encode(req); err != nil {
+		return fmt.Errorf("control socket %s: send: %w", path, err)
+	}
+	return nil
+}
+
+// parseResponse decodes one response line: its result, or the daemon's
+// error as a *RemoteError.
+func parseResponse(line []byte, path, method string) (json.RawMessage, error) {
+	var resp Response
+	if err := json.Unmarshal(line, &resp); err != nil {
+		return nil, fmt.Errorf("control socket %s: %s: bad response: %w", path, method, err)
+	}
+	if resp.Error != "" {
+		return nil, &RemoteError{Msg: resp.Error}
+	}
+	return resp.Result, nil
 }

@@ -81,34 +81,22 @@ func (s *Server) stream(c net.Conn, line []byte) bool {
 // result to fn until ctx is done (nil is returned then), the daemon ends
 // the stream, or fn returns an error.
 func Stream(ctx context.Context, path, method string, params any, fn func(json.RawMessage) error) error {
-	var d net.Dialer
-	c, err := d.DialContext(ctx, "unix", path)
+	c, done, err := dialControl(ctx, path, false)
 	if err != nil {
-		return fmt.Errorf("control socket %s: %w (is mptund running?)", path, err)
+		return err
 	}
-	defer c.Close()
-	stop := context.AfterFunc(ctx, func() { c.SetDeadline(time.Unix(1, 0)) })
-	defer stop()
-	req := Request{Method: method}
-	if params != nil {
-		if req.Params, err = json.Marshal(params); err != nil {
-			return fmt.Errorf("%s: encode params: %w", method, err)
-		}
-	}
-	if err := json.NewEncoder(c).Encode(req); err != nil {
-		return fmt.Errorf("control socket %s: send: %w", path, err)
+	defer done()
+	if err := sendRequest(c, path, method, params); err != nil {
+		return err
 	}
 	sc := bufio.NewScanner(c)
 	sc.Buffer(make([]byte, 4096), MaxLine)
 	for sc.Scan() {
-		var resp Response
-		if err := json.Unmarshal(sc.Bytes(), &resp); err != nil {
-			return fmt.Errorf("control socket %s: %s: bad response: %w", path, method, err)
+		res, err := parseResponse(sc.Bytes(), path, method)
+		if err != nil {
+			return err
 		}
-		if resp.Error != "" {
-			return &RemoteError{Msg: resp.Error}
-		}
-		if err := fn(resp.Result); err != nil {
+		if err := fn(res); err != nil {
 			return err
 		}
 	}
