@@ -4,15 +4,12 @@ package bench
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"text/tabwriter"
 	"time"
 
@@ -600,34 +597,21 @@ func LatencyMain(args []string, asJSON bool, stdout, stderr io.Writer) int {
 	fs.IntVar(&o.Seconds, "seconds", 30, "web workload per peer")
 	fs.IntVar(&o.Reps, "reps", 20, "transfers per size, idle and under bulk")
 	fs.StringVar(&o.Out, "out", "", "output directory (default lab-out/latency-TIME)")
-	if err := fs.Parse(args); err != nil {
+	if !parseFlags(fs, args, latencyUsage, stderr) {
 		return 2
 	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "bench latency: unexpected %q\n%s", fs.Args(), latencyUsage)
-		return 2
-	}
-	if os.Geteuid() != 0 {
-		fmt.Fprintln(stderr, "bench latency: needs root (network namespaces, TUN devices)")
+	if needsRoot("bench latency", stderr) {
 		return 1
 	}
 	if o.Out == "" {
-		o.Out = filepath.Join("lab-out", "latency-"+time.Now().UTC().Format("20060102-150405"))
+		o.Out = defaultOut("latency")
 	}
 	o.Progress = stderr
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := interruptContext()
 	defer stop()
-	go func() {
-		<-ctx.Done()
-		stop()
-	}()
 	res, err := RunLatency(ctx, o)
 	if err != nil {
-		fmt.Fprintln(stderr, "bench latency:", err)
-		if errors.Is(err, context.Canceled) {
-			return 130
-		}
-		return 1
+		return failStatus("bench latency", err, stderr)
 	}
 	if asJSON {
 		printJSON(stdout, res)

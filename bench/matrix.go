@@ -9,10 +9,8 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/mptun/mptun/lab/report"
@@ -176,11 +174,7 @@ func MatrixMain(args []string, asJSON bool, stdout, stderr io.Writer) int {
 	fs.IntVar(&o.Seconds, "seconds", 0, "timed traffic per peer and cell (default 20, 12 with --quick)")
 	fs.StringVar(&o.Out, "out", "", "output directory (default lab-out/matrix-TIME)")
 	list := fs.Bool("list", false, "print the selected cells and the time estimate, run nothing")
-	if err := fs.Parse(args); err != nil {
-		return 2
-	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "bench matrix: unexpected %q\n%s", fs.Args(), matrixUsage)
+	if !parseFlags(fs, args, matrixUsage, stderr) {
 		return 2
 	}
 	if *list {
@@ -197,21 +191,16 @@ func MatrixMain(args []string, asJSON bool, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stdout, "%d cells, %v of traffic per peer, estimated %s\n", len(cells), o.duration(), fmtDur(est))
 		return 0
 	}
-	if os.Geteuid() != 0 {
-		fmt.Fprintln(stderr, "bench matrix: needs root (network namespaces, TUN devices)")
+	if needsRoot("bench matrix", stderr) {
 		return 1
 	}
 	if o.Out == "" {
-		o.Out = filepath.Join("lab-out", "matrix-"+time.Now().UTC().Format("20060102-150405"))
+		o.Out = defaultOut("matrix")
 	}
 	o.Progress = stderr
 	// Ctrl-C cancels; the lab tears everything down. A second one kills.
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := interruptContext()
 	defer stop()
-	go func() {
-		<-ctx.Done()
-		stop()
-	}()
 	res, err := RunMatrix(ctx, o)
 	if res == nil {
 		fmt.Fprintln(stderr, "bench matrix:", err)
@@ -224,11 +213,7 @@ func MatrixMain(args []string, asJSON bool, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stdout, "\nreport: %s (results.json, results.csv, heatmap_mptun_vs_best.png, heatmap_mptun_vs_mptcp.png; cells/NAME has each cell's lab report)\n", o.Out)
 	}
 	if err != nil {
-		fmt.Fprintln(stderr, "bench matrix:", err)
-		if errors.Is(err, context.Canceled) {
-			return 130
-		}
-		return 1
+		return failStatus("bench matrix", err, stderr)
 	}
 	return 0
 }
