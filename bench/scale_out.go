@@ -4,7 +4,6 @@ package bench
 
 import (
 	"context"
-	"crypto/rand"
 	"fmt"
 	"io"
 	"net/netip"
@@ -188,11 +187,7 @@ func (b *soBed) network(ctx context.Context) error {
 	if err := netns.AddVeth(ctx, b.cli, "eth0", b.lb, "cpe0"); err != nil {
 		return err
 	}
-	type step struct {
-		ns   *netns.NS
-		args []string
-	}
-	steps := []step{
+	steps := []ipStep{
 		{b.cli, []string{"addr", "add", soCPEAddr.String() + "/24", "dev", "eth0"}},
 		{b.cli, []string{"link", "set", "eth0", "up"}},
 		{b.cli, []string{"link", "set", "lo", "up"}},
@@ -211,21 +206,19 @@ func (b *soBed) network(ctx context.Context) error {
 		lbAddr, srvAddr := fmt.Sprintf("10.95.%d.1", 10+k), fmt.Sprintf("10.95.%d.2", 10+k)
 		table := fmt.Sprint(101 + k)
 		steps = append(steps,
-			step{b.lb, []string{"addr", "add", lbAddr + "/24", "dev", dev}},
-			step{b.lb, []string{"link", "set", dev, "up"}},
-			step{b.lb, []string{"route", "add", soVIP.String() + "/32", "via", srvAddr, "table", table}},
-			step{b.lb, []string{"rule", "add", "fwmark", fmt.Sprint(k + 1), "table", table}},
-			step{b.srv[k], []string{"addr", "add", srvAddr + "/24", "dev", "eth0"}},
-			step{b.srv[k], []string{"link", "set", "eth0", "up"}},
-			step{b.srv[k], []string{"link", "set", "lo", "up"}},
-			step{b.srv[k], []string{"addr", "add", soVIP.String() + "/32", "dev", "lo"}},
-			step{b.srv[k], []string{"route", "add", "default", "via", lbAddr}},
+			ipStep{b.lb, []string{"addr", "add", lbAddr + "/24", "dev", dev}},
+			ipStep{b.lb, []string{"link", "set", dev, "up"}},
+			ipStep{b.lb, []string{"route", "add", soVIP.String() + "/32", "via", srvAddr, "table", table}},
+			ipStep{b.lb, []string{"rule", "add", "fwmark", fmt.Sprint(k + 1), "table", table}},
+			ipStep{b.srv[k], []string{"addr", "add", srvAddr + "/24", "dev", "eth0"}},
+			ipStep{b.srv[k], []string{"link", "set", "eth0", "up"}},
+			ipStep{b.srv[k], []string{"link", "set", "lo", "up"}},
+			ipStep{b.srv[k], []string{"addr", "add", soVIP.String() + "/32", "dev", "lo"}},
+			ipStep{b.srv[k], []string{"route", "add", "default", "via", lbAddr}},
 		)
 	}
-	for _, s := range steps {
-		if err := s.ns.IP(ctx, s.args...); err != nil {
-			return err
-		}
+	if err := runIPSteps(ctx, steps); err != nil {
+		return err
 	}
 	if err := b.lb.Sysctl(ctx, "net.ipv4.ip_forward", "1"); err != nil {
 		return err
@@ -280,19 +273,10 @@ func (b *soBed) concentrators(ctx context.Context, tools Tools) ([]noise.Key, no
 	if b.dir, err = os.MkdirTemp("", "mptun-scaleout"); err != nil {
 		return nil, noise.Key{}, err
 	}
-	srvKey, err := noise.GeneratePrivateKey(rand.Reader)
+	var peers strings.Builder
+	srvKey, srvPub, keys, err := concentratorKeys(b.o.CPEs+1, soInner, &peers) // the last CPE: the mptund one
 	if err != nil {
 		return nil, noise.Key{}, err
-	}
-	srvPub, _ := noise.PublicKey(srvKey)
-	keys := make([]noise.Key, b.o.CPEs+1) // the last: the mptund CPE
-	var peers strings.Builder
-	for i := range keys {
-		if keys[i], err = noise.GeneratePrivateKey(rand.Reader); err != nil {
-			return nil, noise.Key{}, err
-		}
-		pub, _ := noise.PublicKey(keys[i])
-		fmt.Fprintf(&peers, "[[peer]]\npublic_key = %q\nallowed_ips = [\"%s/32\"]\n", pub, nthAddr(soInner, i+1))
 	}
 	for k := range soServers {
 		b.sock[k] = filepath.Join(b.dir, fmt.Sprintf("srv%d.sock", k))
@@ -477,12 +461,5 @@ func (b *soBed) close() {
 	for _, p := range b.daemon {
 		p.stop()
 	}
-	for _, ns := range append([]*netns.NS{b.cli, b.lb}, b.srv[:]...) {
-		if ns != nil {
-			ns.Delete()
-		}
-	}
-	if b.dir != "" {
-		os.RemoveAll(b.dir)
-	}
+	removeBed(b.dir, append([]*netns.NS{b.cli, b.lb}, b.srv[:]...)...)
 }

@@ -136,10 +136,7 @@ func (b *scaleBed) network(ctx context.Context) error {
 	if err := netns.AddVeth(ctx, b.cli, "eth0", b.srv, "eth0"); err != nil {
 		return err
 	}
-	steps := []struct {
-		ns   *netns.NS
-		args []string
-	}{
+	steps := []ipStep{
 		{b.srv, []string{"addr", "add", scaleSrv.String() + "/24", "dev", "eth0"}},
 		{b.srv, []string{"link", "set", "eth0", "up"}},
 		{b.srv, []string{"route", "add", scaleCPENet.String(), "via", scaleGW.String()}},
@@ -149,10 +146,8 @@ func (b *scaleBed) network(ctx context.Context) error {
 		{b.cli, []string{"link", "set", "lo", "up"}},
 		{b.cli, []string{"route", "add", "local", scaleCPENet.String(), "dev", "lo"}},
 	}
-	for _, s := range steps {
-		if err := s.ns.IP(ctx, s.args...); err != nil {
-			return err
-		}
+	if err := runIPSteps(ctx, steps); err != nil {
+		return err
 	}
 	// The sink's packets are forwarded into the blackhole, silently.
 	return b.srv.Sysctl(ctx, "net.ipv4.ip_forward", "1")
@@ -165,23 +160,16 @@ func (b *scaleBed) startConcentrator(ctx context.Context, tools Tools, gomaxproc
 	if b.dir, err = os.MkdirTemp("", "mptun-scale"); err != nil {
 		return nil, noise.Key{}, err
 	}
-	srvKey, err := noise.GeneratePrivateKey(rand.Reader)
+	var peers strings.Builder
+	srvKey, srvPub, keys, err := concentratorKeys(b.o.Clients, scaleInnerNet, &peers)
 	if err != nil {
 		return nil, noise.Key{}, err
 	}
-	srvPub, _ := noise.PublicKey(srvKey)
 	b.sock = filepath.Join(b.dir, "srv.sock")
 	var cfg strings.Builder
 	fmt.Fprintf(&cfg, "[tunnel]\nname = %q\naddresses = [\"%s/32\"]\n", scaleTUN, scaleSrvInner)
 	fmt.Fprintf(&cfg, "[connection]\nrole = \"server\"\nprivate_key = %q\n", srvKey)
-	keys := make([]noise.Key, b.o.Clients)
-	for i := range keys {
-		if keys[i], err = noise.GeneratePrivateKey(rand.Reader); err != nil {
-			return nil, noise.Key{}, err
-		}
-		pub, _ := noise.PublicKey(keys[i])
-		fmt.Fprintf(&cfg, "[[peer]]\npublic_key = %q\nallowed_ips = [\"%s/32\"]\n", pub, nthAddr(scaleInnerNet, i+1))
-	}
+	cfg.WriteString(peers.String())
 	fmt.Fprintf(&cfg, "[[listen]]\naddress = \"%s:6511\"\n[control]\nsocket = %q\n[log]\nlevel = \"warn\"\n",
 		scaleSrv, b.sock)
 	path := filepath.Join(b.dir, "srv.toml")
@@ -192,6 +180,54 @@ func (b *scaleBed) startConcentrator(ctx context.Context, tools Tools, gomaxproc
 		return nil, noise.Key{}, err
 	}
 	return keys, srvPub, nil
+}
+
+// concentratorKeys generates a concentrator's key and n CPE keys, and
+// writes to peers a [[peer]] section per CPE allowing CPE i the address
+// i+1 of inner.
+func concentratorKeys(n int, inner netip.Prefix, peers *strings.Builder) (srvKey, srvPub noise.Key, keys []noise.Key, err error) {
+	if srvKey, err = noise.GeneratePrivateKey(rand.Reader); err != nil {
+		return
+	}
+	srvPub, _ = noise.PublicKey(srvKey)
+	keys = make([]noise.Key, n)
+	for i := range keys {
+		if keys[i], err = noise.GeneratePrivateKey(rand.Reader); err != nil {
+			return
+		}
+		pub, _ := noise.PublicKey(keys[i])
+		fmt.Fprintf(peers, "[[peer]]\npublic_key = %q\nallowed_ips = [\"%s/32\"]\n", pub, nthAddr(inner, i+1))
+	}
+	return
+}
+
+// ipStep is one `ip` command in a namespace of a test bed.
+type ipStep struct {
+	ns   *netns.NS
+	args []string
+}
+
+// runIPSteps runs steps in order and stops at the first failure.
+func runIPSteps(ctx context.Context, steps []ipStep) error {
+	for _, s := range steps {
+		if err := s.ns.IP(ctx, s.args...); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// removeBed deletes a test bed's namespaces (nil ones were never made)
+// and its temporary directory.
+func removeBed(dir string, nss ...*netns.NS) {
+	for _, ns := range nss {
+		if ns != nil {
+			ns.Delete()
+		}
+	}
+	if dir != "" {
+		os.RemoveAll(dir)
+	}
 }
 
 // launchMptund starts mptund -c cfgPath in ns with GOMAXPROCS=gomaxprocs
@@ -569,14 +605,7 @@ func (b *scaleBed) close() {
 	if b.daemon != nil {
 		b.daemon.stop()
 	}
-	for _, ns := range []*netns.NS{b.cli, b.srv} {
-		if ns != nil {
-			ns.Delete()
-		}
-	}
-	if b.dir != "" {
-		os.RemoveAll(b.dir)
-	}
+	removeBed(b.dir, b.cli, b.srv)
 }
 
 // rssBytes reads a process's resident set from /proc.
