@@ -112,7 +112,7 @@ func (q *Queue) HeadSojourn(now mono.Time) time.Duration {
 func (q *Queue) Enqueue(now mono.Time, pkt []byte) bool {
 	if q.fifo.Len() >= q.cfg.Limit || q.cfg.LimitBytes > 0 && q.bytes+len(pkt) > q.cfg.LimitBytes {
 		q.stats.TailDropped++
-		q.drop(pkt)
+		q.cfg.drop(pkt)
 		return false
 	}
 	q.fifo.Push(entry{pkt: pkt, enq: now})
@@ -121,10 +121,34 @@ func (q *Queue) Enqueue(now mono.Time, pkt []byte) bool {
 	return true
 }
 
-func (q *Queue) drop(pkt []byte) {
-	if q.cfg.Drop != nil {
-		q.cfg.Drop(pkt)
+// drop hands pkt to Drop, if set.
+func (c *Config) drop(pkt []byte) {
+	if c.Drop != nil {
+		c.Drop(pkt)
 	}
+}
+
+// sojourn is how long a packet enqueued at enq has waited at now; it
+// keeps MaxSojourn.
+func (s *Stats) sojourn(now, enq mono.Time) time.Duration {
+	soj := now.Sub(enq)
+	if soj > s.MaxSojourn {
+		s.MaxSojourn = soj
+	}
+	return soj
+}
+
+// signal is CoDel's congestion signal on pkt: a CE mark if ECN is allowed
+// and pkt is ECN-capable (it is still sent), else a drop. It reports
+// whether pkt was kept.
+func (s *Stats) signal(cfg *Config, pkt []byte) bool {
+	if !cfg.NoECN && MarkCE(pkt) {
+		s.Marked++
+		return true
+	}
+	s.Dropped++
+	cfg.drop(pkt)
+	return false
 }
 
 func (q *Queue) pop() (entry, bool) {
@@ -144,23 +168,16 @@ func (v *codelView) Next(now mono.Time) (time.Duration, int, bool) {
 	if !ok {
 		return 0, 0, false
 	}
-	soj := now.Sub(e.enq)
-	if soj > q.stats.MaxSojourn {
-		q.stats.MaxSojourn = soj
-	}
-	return soj, q.bytes, true
+	return q.stats.sojourn(now, e.enq), q.bytes, true
 }
 
 // Signal marks the current packet CE if it is ECN-capable (it is still
 // sent), else drops it.
 func (v *codelView) Signal() bool {
 	q := (*Queue)(v)
-	if !q.cfg.NoECN && MarkCE(q.cur.pkt) {
-		q.stats.Marked++
+	if q.stats.signal(&q.cfg, q.cur.pkt) {
 		return true
 	}
-	q.stats.Dropped++
-	q.drop(q.cur.pkt)
 	q.cur = entry{}
 	return false
 }

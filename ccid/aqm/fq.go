@@ -136,12 +136,12 @@ func (q *FQ) Enqueue(now mono.Time, pkt []byte, hash uint64) (flow int, ok bool)
 		fat := q.fattest()
 		if q.flows[f].bytes >= q.flows[fat].bytes {
 			q.stats.TailDropped++
-			q.drop(pkt)
+			q.cfg.drop(pkt)
 			return f, false
 		}
 		e, _ := q.pop(fat)
 		q.stats.TailDropped++
-		q.drop(e.pkt)
+		q.cfg.drop(e.pkt)
 	}
 	i := q.free
 	q.free = q.slab[i].next
@@ -174,12 +174,6 @@ func (q *FQ) fattest() int {
 		}
 	}
 	return best
-}
-
-func (q *FQ) drop(pkt []byte) {
-	if q.cfg.Drop != nil {
-		q.cfg.Drop(pkt)
-	}
 }
 
 // pop removes bucket f's oldest packet.
@@ -325,22 +319,15 @@ func (v *fqView) Next(now mono.Time) (time.Duration, int, bool) {
 	if !ok {
 		return 0, 0, false
 	}
-	soj := now.Sub(e.enq)
-	if soj > q.stats.MaxSojourn {
-		q.stats.MaxSojourn = soj
-	}
-	return soj, q.flows[q.curFlow].bytes, true
+	return q.stats.sojourn(now, e.enq), q.flows[q.curFlow].bytes, true
 }
 
 // Signal marks the current packet CE if it is ECN-capable, else drops it.
 func (v *fqView) Signal() bool {
 	q := (*FQ)(v)
-	if !q.cfg.NoECN && MarkCE(q.cur.pkt) {
-		q.stats.Marked++
+	if q.stats.signal(&q.cfg.Config, q.cur.pkt) {
 		return true
 	}
-	q.stats.Dropped++
-	q.drop(q.cur.pkt)
 	q.cur = fqEntry{}
 	return false
 }
