@@ -131,6 +131,22 @@ func runInnerCubic(useAQM, ect bool, dur time.Duration) aqmRun {
 		sent := mono.Time(binary.BigEndian.Uint64(p.Data[28:]))
 		sim.After(oneWay, func() { onAck(seq, e == aqm.CE, sent) })
 	})
+	// Inner losses are noticed about one RTT later (fast retransmit).
+	noticeDrops := func() {
+		for _, s := range drops {
+			delete(enqTime, s)
+			sim.After(2*oneWay, func() {
+				if _, ok := inflight[s]; ok {
+					delete(inflight, s)
+					if cc.onCongestion(sim.Now(), s, nextSeq) {
+						res.reductions++
+					}
+					sendInner()
+				}
+			})
+		}
+		drops = drops[:0]
+	}
 	pumpTunnel = func() {
 		pumpScheduled = false
 		now := sim.Now()
@@ -153,20 +169,7 @@ func runInnerCubic(useAQM, ect bool, dur time.Duration) aqmRun {
 			tun.OnPacketSent(now, tunSeq, len(pkt)+40, true)
 			path.Send(netsim.Packet{Size: len(pkt) + 40, Data: pkt})
 		}
-		// Inner losses are noticed about one RTT later (fast retransmit).
-		for _, s := range drops {
-			delete(enqTime, s)
-			sim.After(2*oneWay, func() {
-				if _, ok := inflight[s]; ok {
-					delete(inflight, s)
-					if cc.onCongestion(sim.Now(), s, nextSeq) {
-						res.reductions++
-					}
-					sendInner()
-				}
-			})
-		}
-		drops = drops[:0]
+		noticeDrops()
 	}
 	sendInner = func() {
 		now := sim.Now()
@@ -181,19 +184,7 @@ func runInnerCubic(useAQM, ect bool, dur time.Duration) aqmRun {
 			nextSeq++
 			q.Enqueue(now, pkt)
 		}
-		for _, s := range drops { // tail drops
-			delete(enqTime, s)
-			sim.After(2*oneWay, func() {
-				if _, ok := inflight[s]; ok {
-					delete(inflight, s)
-					if cc.onCongestion(sim.Now(), s, nextSeq) {
-						res.reductions++
-					}
-					sendInner()
-				}
-			})
-		}
-		drops = drops[:0]
+		noticeDrops() // tail drops
 		if !pumpScheduled {
 			pumpTunnel()
 		}
