@@ -13,6 +13,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/mptun/mptun/internal/jsonout"
 	"github.com/mptun/mptun/lab/report"
 	"github.com/mptun/mptun/lab/scenario"
 	"github.com/mptun/mptun/lab/traffic"
@@ -447,7 +448,7 @@ func writeLatencyFiles(dir string, r *LatencyResults, web *report.Results) error
 	if err != nil {
 		return err
 	}
-	err = printJSON(f, r)
+	err = jsonout.Print(f, r)
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
@@ -614,7 +615,7 @@ func LatencyMain(args []string, asJSON bool, stdout, stderr io.Writer) int {
 		return failStatus("bench latency", err, stderr)
 	}
 	if asJSON {
-		printJSON(stdout, res)
+		jsonout.Print(stdout, res)
 		return 0
 	}
 	WriteLatencyTable(stdout, res)

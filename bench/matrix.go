@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/mptun/mptun/internal/jsonout"
 	"github.com/mptun/mptun/lab/report"
 	"github.com/mptun/mptun/lab/scenario"
 )
@@ -207,7 +208,7 @@ func MatrixMain(args []string, asJSON bool, stdout, stderr io.Writer) int {
 		return 2
 	}
 	if asJSON {
-		printJSON(stdout, res)
+		jsonout.Print(stdout, res)
 	} else {
 		WriteMatrixTable(stdout, res)
 		fmt.Fprintf(stdout, "\nreport: %s (results.json, results.csv, heatmap_mptun_vs_best.png, heatmap_mptun_vs_mptcp.png; cells/NAME has each cell's lab report)\n", o.Out)

@@ -47,12 +47,6 @@ var matrixMethod = []string{
 	"Cells whose lab honesty checks failed (emulator timer p99 >= 500 us, kernel socket drops, no queue in the emulator) are marked: a busy machine makes their figures suspect.",
 }
 
-func printJSON(w io.Writer, v any) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(v)
-}
-
 // WriteMatrixFiles writes results.json, results.csv and the heatmaps into
 // dir; it returns the files written.
 func WriteMatrixFiles(dir string, r *MatrixResults) ([]string, error) {

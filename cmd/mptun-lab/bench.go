@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/mptun/mptun/bench"
+	"github.com/mptun/mptun/internal/jsonout"
 )
 
 func benchUsage(w io.Writer) {
@@ -69,7 +70,7 @@ func benchMain(args []string, asJSON bool, stdout, stderr io.Writer) int {
 			return 1
 		}
 		if asJSON {
-			printJSON(stdout, res)
+			jsonout.Print(stdout, res)
 			return 0
 		}
 		fmt.Fprintf(stdout, "\none path, no impairment, iperf3 TCP cubic %d s x %d runs each (%s)\n", res.Seconds, res.RunsPerPeer, time.Since(start).Round(time.Second))

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/mptun/mptun/bench"
+	"github.com/mptun/mptun/internal/jsonout"
 )
 
 // benchLab runs `bench aggregate|handover|voip|cc` on the built-in lab.
@@ -33,7 +34,7 @@ func benchLab(ctx context.Context, which string, args []string, asJSON bool, std
 			return 1
 		}
 		if asJSON {
-			printJSON(stdout, rows)
+			jsonout.Print(stdout, rows)
 			return 0
 		}
 		fmt.Fprintf(stdout, "\ninner TCP through mptun, one path 20 Mbit/s 40 ms RTT (50 ms buffer); probe one-way delay (base 20 ms)\n")
@@ -56,7 +57,7 @@ func benchLab(ctx context.Context, which string, args []string, asJSON bool, std
 		return 1
 	}
 	if asJSON {
-		printJSON(stdout, res)
+		jsonout.Print(stdout, res)
 		return 0
 	}
 	fmt.Fprintf(stdout, "\n%s: %s\n", res.Benchmark, res.Scenario)

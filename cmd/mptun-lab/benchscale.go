@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/mptun/mptun/bench"
+	"github.com/mptun/mptun/internal/jsonout"
 )
 
 // benchScale runs `mptun bench scale`.
@@ -59,7 +60,7 @@ func benchScale(ctx context.Context, args []string, asJSON bool, stdout, stderr 
 		return 1
 	}
 	if asJSON {
-		printJSON(stdout, res)
+		jsonout.Print(stdout, res)
 		return 0
 	}
 	fmt.Fprintf(stdout, "\n%d CPEs, %d active, load average at start %s (%s)\n", res.Clients, res.Active, res.LoadAvg, time.Since(start).Round(time.Second))
@@ -76,5 +77,5 @@ func writeScaleResult(dir string, res bench.ScaleResult) error {
 		return err
 	}
 	defer f.Close()
-	return printJSON(f, res)
+	return jsonout.Print(f, res)
 }

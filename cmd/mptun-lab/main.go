@@ -10,11 +10,11 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"os"
 
+	"github.com/mptun/mptun/internal/jsonout"
 	"github.com/mptun/mptun/lab"
 )
 
@@ -35,10 +35,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 		// The lab also runs its helpers (the wireguard-go peer) as
 		// `mptun-lab lab ...` from this executable. --json means nothing
 		// to it; mptun has always ignored it there.
-		rest, _ := stripJSON(args[1:])
+		rest, _ := jsonout.StripFlag(args[1:], false)
 		return lab.MainIO(rest, stdout, stderr)
 	case "bench":
-		rest, asJSON := stripJSON(args[1:])
+		rest, asJSON := jsonout.StripFlag(args[1:], false)
 		return benchMain(rest, asJSON, stdout, stderr)
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
@@ -46,24 +46,4 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	fmt.Fprintf(stderr, "mptun-lab: unknown command %q\n%s", args[0], usage)
 	return 2
-}
-
-// stripJSON accepts --json anywhere, as mptun does.
-func stripJSON(args []string) ([]string, bool) {
-	out := args[:0:0]
-	on := false
-	for _, a := range args {
-		if a == "--json" || a == "-json" {
-			on = true
-			continue
-		}
-		out = append(out, a)
-	}
-	return out, on
-}
-
-func printJSON(w io.Writer, v any) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(v)
 }

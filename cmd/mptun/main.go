@@ -16,7 +16,6 @@
 package main
 
 import (
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -27,6 +26,7 @@ import (
 	"time"
 
 	"github.com/mptun/mptun/control"
+	"github.com/mptun/mptun/internal/jsonout"
 )
 
 var version = "dev"
@@ -81,7 +81,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	cmd, rest := rest[0], rest[1:]
-	rest, g.json = stripJSON(rest, g.json)
+	rest, g.json = jsonout.StripFlag(rest, g.json)
 	var err error
 	switch cmd {
 	case "status":
@@ -122,25 +122,6 @@ type usageError struct{ msg string }
 
 func (e usageError) Error() string { return e.msg }
 
-// stripJSON accepts --json anywhere after the command.
-func stripJSON(args []string, on bool) ([]string, bool) {
-	out := args[:0:0]
-	for _, a := range args {
-		if a == "--json" || a == "-json" {
-			on = true
-			continue
-		}
-		out = append(out, a)
-	}
-	return out, on
-}
-
-func printJSON(w io.Writer, v any) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(v)
-}
-
 func cmdStatus(g globals, args []string) error {
 	if len(args) != 0 {
 		return usageError{"status takes no arguments"}
@@ -150,7 +131,7 @@ func cmdStatus(g globals, args []string) error {
 		return fmt.Errorf("status via %s: %w", g.socket, err)
 	}
 	if g.json {
-		return printJSON(g.out, st)
+		return jsonout.Print(g.out, st)
 	}
 	printStatus(g.out, st)
 	return nil
@@ -255,7 +236,7 @@ func cmdSet(g globals, args []string) error {
 		return err
 	}
 	if g.json {
-		return printJSON(g.out, map[string]bool{"ok": true})
+		return jsonout.Print(g.out, map[string]bool{"ok": true})
 	}
 	fmt.Fprintln(g.out, "ok")
 	return nil
@@ -288,7 +269,7 @@ func cmdCapture(g globals, args []string, stderr io.Writer) error {
 	}
 	time.Sleep(*dur + 100*time.Millisecond)
 	if g.json {
-		return printJSON(g.out, req)
+		return jsonout.Print(g.out, req)
 	}
 	if req.DCCPFile != "" {
 		fmt.Fprintf(g.out, "wrote %s and %s (%s)\n", abs, req.DCCPFile, *dur)
