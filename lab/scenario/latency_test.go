@@ -3,10 +3,7 @@
 package scenario_test
 
 import (
-	"context"
-	"io"
 	"os"
-	"strings"
 	"testing"
 
 	"github.com/mptun/mptun/lab/scenario"
@@ -14,7 +11,7 @@ import (
 
 func TestLatencyTablesParseErrors(t *testing.T) {
 	base := "name = \"x\"\nduration = \"5s\"\n[[path]]\nname = \"a\"\nrate = \"10mbit\"\n"
-	for _, tc := range []struct{ text, want string }{
+	assertParseErrors(t, []struct{ text, want string }{
 		{base + "[traffic.udp]\n", "exactly one of rate and load"},
 		{base + "[traffic.udp]\nrate = \"5mbit\"\nload = 0.5\n", "exactly one of rate and load"},
 		{base + "[traffic.udp]\nload = 3\n", "traffic.udp.load"},
@@ -29,16 +26,7 @@ func TestLatencyTablesParseErrors(t *testing.T) {
 		{base + "[traffic.transfers]\nrepeat = 3\n", "traffic.transfers.sizes: missing"},
 		{base + "[traffic.transfers]\nsizes = [\"1GB\"]\n", "traffic.transfers.sizes"},
 		{base + "[traffic.web]\nrate = 5\ncapture = \"yes\"\n", "capture"},
-	} {
-		_, err := scenario.Parse([]byte(tc.text))
-		if err == nil {
-			t.Errorf("accepted:\n%s", tc.text)
-			continue
-		}
-		if !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("error %q, want it to mention %q", err, tc.want)
-		}
-	}
+	})
 	ok := base + "[traffic.udp]\nload = 0.8\nsize = 1200\n[traffic.idle]\npings = 5\ntransfers = [\"10KB\", \"1MB\"]\nrepeat = 2\n" +
 		"[traffic.transfers]\nsizes = [\"10KB\"]\nstart = \"1s\"\n[traffic.web]\nrate = 5\ncapture = true\n"
 	if _, err := scenario.Parse([]byte(ok)); err != nil {
@@ -51,15 +39,7 @@ name = "latency"
 duration = "3s"
 seed = 3
 peers = ["none", "mptcp"]
-[[path]]
-name = "a"
-rate = "10mbit"
-rtt = "10ms"
-[[path]]
-name = "b"
-rate = "20mbit"
-rtt = "40ms"
-[traffic.bulk]
+` + twoPaths + `[traffic.bulk]
 cc = "cubic"
 [traffic.idle]
 pings = 5
@@ -70,10 +50,7 @@ repeat = 2
 
 func TestIdlePhaseAndMPTCPCheck(t *testing.T) {
 	needRoot(t)
-	res, err := scenario.RunWith(context.Background(), writeScenario(t, latencyScenario), t.TempDir(), scenario.Options{Progress: io.Discard})
-	if err != nil {
-		t.Fatal(err)
-	}
+	res := runScenario(t, latencyScenario, t.TempDir())
 	for _, r := range res.Runs {
 		if r.Error != "" || r.Idle == nil || len(r.Idle.Errors) > 0 {
 			t.Fatalf("%s: %s %+v", r.Peer, r.Error, r.Idle)
@@ -119,15 +96,7 @@ name = "udp-web"
 duration = "4s"
 seed = 3
 peers = ["none"]
-[[path]]
-name = "a"
-rate = "10mbit"
-rtt = "10ms"
-[[path]]
-name = "b"
-rate = "20mbit"
-rtt = "40ms"
-[traffic.udp]
+` + twoPaths + `[traffic.udp]
 load = 0.4
 [traffic.web]
 rate = 20
@@ -141,10 +110,7 @@ gap = "50ms"
 func TestUDPWebDelayAndTransfers(t *testing.T) {
 	needRoot(t)
 	out := t.TempDir()
-	res, err := scenario.RunWith(context.Background(), writeScenario(t, udpWebScenario), out, scenario.Options{Progress: io.Discard})
-	if err != nil {
-		t.Fatal(err)
-	}
+	res := runScenario(t, udpWebScenario, out)
 	r := res.Runs[0]
 	if r.Error != "" || r.UDP == nil || r.WebOWD == nil || r.Transfers == nil {
 		t.Fatalf("%+v", r)

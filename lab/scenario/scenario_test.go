@@ -18,6 +18,7 @@ import (
 
 	"github.com/mptun/mptun/internal/netns"
 	"github.com/mptun/mptun/lab"
+	"github.com/mptun/mptun/lab/report"
 	"github.com/mptun/mptun/lab/scenario"
 )
 
@@ -57,7 +58,7 @@ func TestShippedScenariosParse(t *testing.T) {
 
 func TestParseErrors(t *testing.T) {
 	base := "name = \"x\"\nduration = \"5s\"\n[[path]]\nname = \"a\"\nrate = \"10mbit\"\n"
-	for _, tc := range []struct{ text, want string }{
+	assertParseErrors(t, []struct{ text, want string }{
 		{base + "bogus = 1\n", "unknown keys: path.bogus"},
 		{"peers = [\"quic\"]\n" + base, "peers"},
 		{strings.Replace(base, "10mbit", "ten", 1), "rate"},
@@ -65,16 +66,7 @@ func TestParseErrors(t *testing.T) {
 		{base + "[[event]]\nat = \"1s\"\npath = \"a\"\naction = \"explode\"\n", "action"},
 		{base + "[[event]]\nat = \"9s\"\npath = \"a\"\naction = \"restore\"\n", "after the end"},
 		{"duration = \"5s\"\n[[path]]\nname = \"a\"\n", "name: missing"},
-	} {
-		_, err := scenario.Parse([]byte(tc.text))
-		if err == nil {
-			t.Errorf("accepted:\n%s", tc.text)
-			continue
-		}
-		if tc.want != "" && !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("error %q, want it to mention %q", err, tc.want)
-		}
-	}
+	})
 }
 
 func TestUnits(t *testing.T) {
@@ -110,12 +102,10 @@ func needRoot(t *testing.T) {
 	}
 }
 
-const shortScenario = `
-name = "short"
-duration = "4s"
-seed = 3
-peers = ["none", "mptcp"]
-[[path]]
+// twoPaths is the test bed of the scenarios below: path a 10 Mbit/s with
+// a 10 ms RTT, path b 20 Mbit/s with 40 ms (the tests' RTT and capacity
+// bounds follow from it).
+const twoPaths = `[[path]]
 name = "a"
 rate = "10mbit"
 rtt = "10ms"
@@ -123,7 +113,14 @@ rtt = "10ms"
 name = "b"
 rate = "20mbit"
 rtt = "40ms"
-[traffic.bulk]
+`
+
+const shortScenario = `
+name = "short"
+duration = "4s"
+seed = 3
+peers = ["none", "mptcp"]
+` + twoPaths + `[traffic.bulk]
 cc = "cubic"
 [traffic.probe]
 pps = 200
@@ -132,6 +129,32 @@ at = "2s"
 path = "b"
 action = "blackhole"
 `
+
+// runScenario runs the scenario text with its report in out.
+func runScenario(t *testing.T, text, out string) *report.Results {
+	t.Helper()
+	res, err := scenario.RunWith(context.Background(), writeScenario(t, text), out, scenario.Options{Progress: io.Discard})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res
+}
+
+// assertParseErrors checks that each text is refused with an error that
+// mentions its want.
+func assertParseErrors(t *testing.T, cases []struct{ text, want string }) {
+	t.Helper()
+	for _, tc := range cases {
+		_, err := scenario.Parse([]byte(tc.text))
+		if err == nil {
+			t.Errorf("accepted:\n%s", tc.text)
+			continue
+		}
+		if !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("error %q, want it to mention %q", err, tc.want)
+		}
+	}
+}
 
 func writeScenario(t *testing.T, text string) string {
 	t.Helper()
@@ -161,10 +184,7 @@ func assertNothingLeft(t *testing.T, pid int) {
 func TestRunWritesReport(t *testing.T) {
 	needRoot(t)
 	out := t.TempDir()
-	res, err := scenario.RunWith(context.Background(), writeScenario(t, shortScenario), out, scenario.Options{Progress: io.Discard})
-	if err != nil {
-		t.Fatal(err)
-	}
+	res := runScenario(t, shortScenario, out)
 	b, err := os.ReadFile(filepath.Join(out, "results.json"))
 	if err != nil {
 		t.Fatal(err)
@@ -302,10 +322,7 @@ func TestWireguardGoPeer(t *testing.T) {
 	needRoot(t)
 	sc := strings.Replace(shortScenario, `peers = ["none", "mptcp"]`, `peers = ["wireguard-go"]`, 1)
 	sc = strings.Replace(sc, `duration = "4s"`, `duration = "3s"`, 1)
-	res, err := scenario.RunWith(context.Background(), writeScenario(t, sc), t.TempDir(), scenario.Options{Progress: io.Discard})
-	if err != nil {
-		t.Fatal(err)
-	}
+	res := runScenario(t, sc, t.TempDir())
 	r := res.Runs[0]
 	if r.Error != "" {
 		t.Fatal(r.Error)
