@@ -26,12 +26,19 @@ func newTwoPathWorld(t *testing.T, seed int64) *world {
 	return w
 }
 
+// requireOpen waits up to 5 s for n open paths and ends the test
+// without them.
+func (w *world) requireOpen(n int) {
+	w.t.Helper()
+	if w.until(5*time.Second, w.allOpen(n)) == 0 {
+		w.t.Fatalf("paths not open:\n%s", w.eventLog(0))
+	}
+}
+
 // The manager dials over the first path and joins the others.
 func TestDialAndJoin(t *testing.T) {
 	w := newTwoPathWorld(t, 1)
-	if w.until(5*time.Second, w.allOpen(2)) == 0 {
-		t.Fatalf("paths not open:\n%s", w.eventLog(0))
-	}
+	w.requireOpen(2)
 	if n := w.count(0, EventDial); n != 1 {
 		t.Errorf("%d dials", n)
 	}
@@ -72,9 +79,7 @@ func TestServerRestart(t *testing.T) {
 			w := newWorld(t, worldConfig{seed: 2, ifs: []string{"dsl0", "lte0"}, cli: clientConfig(twoPaths()),
 				srvM: Config{Settings: repairSettings()}, eng: repairEngine(), secure: tc.secure})
 			w.start()
-			if w.until(5*time.Second, w.allOpen(2)) == 0 {
-				t.Fatalf("paths not open:\n%s", w.eventLog(0))
-			}
+			w.requireOpen(2)
 			first := w.cliMgr.Conn()
 			w.sendTraffic(0, 200, 10*time.Minute)
 			w.run(2 * time.Second)
@@ -188,9 +193,7 @@ func (d *dataMeter) carrying() map[string]bool {
 // again soon after it returns.
 func TestSilentBlackhole(t *testing.T) {
 	w := newTwoPathWorld(t, 4)
-	if w.until(5*time.Second, w.allOpen(2)) == 0 {
-		t.Fatalf("paths not open:\n%s", w.eventLog(0))
-	}
+	w.requireOpen(2)
 	tr := w.sendTraffic(0, 1000, 40*time.Second)
 	w.run(10 * time.Second)
 	hole := w.sim.Now()
@@ -230,9 +233,7 @@ func TestAddressChange(t *testing.T) {
 	w := newWorld(t, worldConfig{seed: 5, ifs: []string{"dsl0", "lte0"}, cli: clientConfig(paths),
 		srvM: Config{Settings: repairSettings()}, eng: repairEngine()})
 	w.start()
-	if w.until(5*time.Second, w.allOpen(2)) == 0 {
-		t.Fatalf("paths not open:\n%s", w.eventLog(0))
-	}
+	w.requireOpen(2)
 	conn := w.cliMgr.Conn()
 	w.sendTraffic(0, 500, time.Minute)
 	w.run(2 * time.Second)
@@ -289,9 +290,7 @@ func TestAddressChange(t *testing.T) {
 // brings the path back.
 func TestLinkDownUp(t *testing.T) {
 	w := newTwoPathWorld(t, 6)
-	if w.until(5*time.Second, w.allOpen(2)) == 0 {
-		t.Fatalf("paths not open:\n%s", w.eventLog(0))
-	}
+	w.requireOpen(2)
 	tr := w.sendTraffic(0, 1000, 30*time.Second)
 	w.run(3 * time.Second)
 	down := w.sim.Now()
@@ -329,9 +328,7 @@ func TestLinkDownUp(t *testing.T) {
 // other's sequence window, the path still comes back (by a new join).
 func TestLongOutageRejoins(t *testing.T) {
 	w := newTwoPathWorld(t, 7)
-	if w.until(5*time.Second, w.allOpen(2)) == 0 {
-		t.Fatalf("paths not open:\n%s", w.eventLog(0))
-	}
+	w.requireOpen(2)
 	w.sendTraffic(0, 200, 10*time.Minute)
 	w.run(2 * time.Second)
 	w.ifs["lte0"].blackhole = true
@@ -367,9 +364,7 @@ func TestEveryPathSilent(t *testing.T) {
 			w := newWorld(t, worldConfig{seed: 11, ifs: []string{"dsl0", "lte0"}, cli: clientConfig(twoPaths()),
 				srvM: Config{Settings: repairSettings()}, eng: repairEngine(), secure: secure})
 			w.start()
-			if w.until(5*time.Second, w.allOpen(2)) == 0 {
-				t.Fatalf("paths not open:\n%s", w.eventLog(0))
-			}
+			w.requireOpen(2)
 			w.sendTraffic(0, 200, 10*time.Minute)
 			w.run(2 * time.Second)
 			dials := w.count(0, EventDial)
@@ -415,9 +410,7 @@ func TestFailoverToAdvertisedAddress(t *testing.T) {
 		srvM: Config{Settings: repairSettings(), Advertise: []netip.AddrPort{netip.AddrPortFrom(second, srvPort)}},
 		eng:  repairEngine()})
 	w.start()
-	if w.until(5*time.Second, w.allOpen(2)) == 0 {
-		t.Fatalf("paths not open:\n%s", w.eventLog(0))
-	}
+	w.requireOpen(2)
 	w.run(3 * time.Second)
 	if w.count(0, EventPeerAddr) != 1 {
 		t.Fatalf("no advertised address:\n%s", w.eventLog(0))
@@ -454,9 +447,7 @@ func TestSettingsReachFutureConnections(t *testing.T) {
 	w := newWorld(t, worldConfig{seed: 9, ifs: []string{"dsl0", "lte0"}, link: lossy, cli: clientConfig(twoPaths()),
 		srvM: Config{Settings: repairSettings()}, eng: repairEngine()})
 	w.start()
-	if w.until(5*time.Second, w.allOpen(2)) == 0 {
-		t.Fatalf("paths not open:\n%s", w.eventLog(0))
-	}
+	w.requireOpen(2)
 	now := w.sim.Now()
 	if err := w.srvMgr.Set(now, Request{Reorderer: "fixed", Hold: 150 * time.Millisecond, Scheduler: "srtt"}); err != nil {
 		t.Fatal(err)
@@ -509,9 +500,7 @@ func TestSettingsReachFutureConnections(t *testing.T) {
 // A priority set at runtime sticks to the path across a reconnection.
 func TestPrioSticks(t *testing.T) {
 	w := newTwoPathWorld(t, 10)
-	if w.until(5*time.Second, w.allOpen(2)) == 0 {
-		t.Fatalf("paths not open:\n%s", w.eventLog(0))
-	}
+	w.requireOpen(2)
 	one := uint8(1)
 	if err := w.cliMgr.Set(w.sim.Now(), Request{Path: "lte", Prio: &one}); err != nil {
 		t.Fatal(err)
@@ -557,9 +546,7 @@ func TestActiveBackup(t *testing.T) {
 	cfg.Settings = set
 	w := newWorld(t, worldConfig{seed: 11, ifs: []string{"dsl0", "lte0"}, cli: cfg, srvM: Config{Settings: repairSettings()}, eng: repairEngine()})
 	w.start()
-	if w.until(5*time.Second, w.allOpen(2)) == 0 {
-		t.Fatalf("paths not open:\n%s", w.eventLog(0))
-	}
+	w.requireOpen(2)
 	tr := w.sendTraffic(0, 1000, time.Minute)
 	dm := &dataMeter{w: w}
 	w.run(2 * time.Second)
@@ -624,9 +611,7 @@ func TestSwitchMode(t *testing.T) {
 	}
 	w := newWorld(t, worldConfig{seed: 12, ifs: []string{"dsl0", "lte0"}, links: links, cli: cfg, srvM: Config{Settings: repairSettings()}, eng: repairEngine()})
 	w.start()
-	if w.until(5*time.Second, w.allOpen(2)) == 0 {
-		t.Fatalf("paths not open:\n%s", w.eventLog(0))
-	}
+	w.requireOpen(2)
 	w.sendTraffic(0, 500, 2*time.Minute)
 	dm := &dataMeter{w: w}
 	w.run(3 * time.Second)
@@ -668,9 +653,7 @@ func TestSwitchMode(t *testing.T) {
 // state grows on either end, and the path is in use between flaps.
 func TestFlappingPath(t *testing.T) {
 	w := newTwoPathWorld(t, 13)
-	if w.until(5*time.Second, w.allOpen(2)) == 0 {
-		t.Fatalf("paths not open:\n%s", w.eventLog(0))
-	}
+	w.requireOpen(2)
 	conn := w.cliMgr.Conn()
 	tr := w.sendTraffic(0, 500, 5*time.Minute+10*time.Second)
 	dm := &dataMeter{w: w}
@@ -728,9 +711,7 @@ func TestReconfigure(t *testing.T) {
 	w := newWorld(t, worldConfig{seed: 14, ifs: []string{"dsl0", "lte0", "wifi0"}, cli: clientConfig(twoPaths()),
 		srvM: Config{Settings: repairSettings()}, eng: repairEngine()})
 	w.start()
-	if w.until(5*time.Second, w.allOpen(2)) == 0 {
-		t.Fatalf("paths not open:\n%s", w.eventLog(0))
-	}
+	w.requireOpen(2)
 	conn := w.cliMgr.Conn()
 	specs := twoPaths()
 	wifi := PathSpec{Name: "wifi", Device: "wifi0", Remote: specs[0].Remote, Prio: 3, Weight: 1}
@@ -784,9 +765,7 @@ func TestReconfigure(t *testing.T) {
 // must not allocate.
 func TestDeadlineDoesNotAllocate(t *testing.T) {
 	w := newTwoPathWorld(t, 15)
-	if w.until(5*time.Second, w.allOpen(2)) == 0 {
-		t.Fatalf("paths not open:\n%s", w.eventLog(0))
-	}
+	w.requireOpen(2)
 	w.cliMgr.Deadline()
 	if n := testing.AllocsPerRun(100, func() { w.cliMgr.Deadline(); w.srvMgr.Deadline() }); n != 0 {
 		t.Errorf("%.1f allocations per Deadline", n)
@@ -796,9 +775,7 @@ func TestDeadlineDoesNotAllocate(t *testing.T) {
 // A stopped manager (the daemon is closing) neither redials nor joins.
 func TestStopEndsRedial(t *testing.T) {
 	w := newTwoPathWorld(t, 16)
-	if w.until(5*time.Second, w.allOpen(2)) == 0 {
-		t.Fatalf("paths not open:\n%s", w.eventLog(0))
-	}
+	w.requireOpen(2)
 	now := w.sim.Now()
 	w.cliMgr.Stop(now)
 	w.cliMgr.Conn().Close(now)
