@@ -81,15 +81,7 @@ func RunTransfers(ctx context.Context, env Env, cfg TransferConfig) (TransferRes
 		return res, err
 	}
 	defer ln.Close()
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go serveWeb(c)
-		}
-	}()
+	go acceptWeb(ln)
 	sleep := func(d time.Duration) bool {
 		select {
 		case <-ctx.Done():

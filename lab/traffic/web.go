@@ -90,15 +90,7 @@ func RunWeb(ctx context.Context, env Env, cfg WebConfig) (WebResult, error) {
 		return WebResult{Err: err.Error()}, err
 	}
 	defer ln.Close()
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go serveWeb(c)
-		}
-	}()
+	go acceptWeb(ln)
 	rng := rand.New(rand.NewPCG(cfg.Seed, 0x77656221))
 	type flow struct {
 		size int
@@ -186,6 +178,18 @@ func fetch(ctx context.Context, env Env, port int, cc string, size int) bool {
 	}
 	n, err := io.Copy(io.Discard, c)
 	return err == nil && n == int64(size)
+}
+
+// acceptWeb answers each connection ln accepts with serveWeb, until ln
+// is closed.
+func acceptWeb(ln net.Listener) {
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		go serveWeb(c)
+	}
 }
 
 func serveWeb(c net.Conn) {
