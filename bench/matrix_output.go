@@ -112,14 +112,6 @@ func WriteMatrixCSV(w io.Writer, cells []CellResult) error {
 			}
 			return optNum(get(p), prec)
 		}
-		rtt := func(p *PeerFigures) *float64 {
-			if p.IdleRTT == nil {
-				return nil
-			}
-			return &p.IdleRTT.P50
-		}
-		s10 := func(p *PeerFigures) *float64 { return p.Short10K }
-		s100 := func(p *PeerFigures) *float64 { return p.Short100K }
 		deliv := func(p *PeerFigures) *float64 { return p.Delivered }
 		ooo := func(p *PeerFigures) *float64 { return p.OOO }
 		verified, subflows, detail := "", "", ""
@@ -143,9 +135,9 @@ func WriteMatrixCSV(w io.Writer, cells []CellResult) error {
 			goodput(best), goodput(mptcp), goodput(mptun), optNum(c.MptunVsBest, 4), optNum(c.MptunVsMPTCP, 4),
 			optNum(c.BenefitMptun, 4), optNum(c.BenefitMPTCP, 4), agg, retr(best), retr(mptcp), retr(mptun), verified, subflows, detail,
 			field(best, deliv, 5), field(mptun, deliv, 5), field(mptun, ooo, 5), optNum(c.UDPLossMptun, 5), num(c.PathLoss(), 5),
-			num(c.FastPathRTTms, 2), field(best, rtt, 2), field(mptun, rtt, 2),
-			field(best, s10, 1), field(mptcp, s10, 1), field(mptun, s10, 1),
-			field(best, s100, 1), field(mptcp, s100, 1), field(mptun, s100, 1),
+			num(c.FastPathRTTms, 2), field(best, idleRTT, 2), field(mptun, idleRTT, 2),
+			field(best, short10K, 1), field(mptcp, short10K, 1), field(mptun, short10K, 1),
+			field(best, short100K, 1), field(mptcp, short100K, 1), field(mptun, short100K, 1),
 			strconv.Itoa(pass), strconv.Itoa(len(c.Targets)), strings.Join(failed, " "), cellError(c)})
 	}
 	cw.Flush()
@@ -238,14 +230,6 @@ func WriteMatrixTable(out io.Writer, r *MatrixResults) {
 		r.Host.Kernel, r.Host.CPUs, time.Duration(r.WallS*float64(time.Second)).Round(time.Second))
 	fmt.Fprintf(out, "emulator baseline RTT p50 %.3f ms p99 %.3f ms; goodput Mbit/s; b/m/t = best single path / kernel MPTCP / mptun\n",
 		r.Baseline.RTTP50ms, r.Baseline.RTTP99ms)
-	rtt := func(p *PeerFigures) *float64 {
-		if p.IdleRTT == nil {
-			return nil
-		}
-		return &p.IdleRTT.P50
-	}
-	s10 := func(p *PeerFigures) *float64 { return p.Short10K }
-	s100 := func(p *PeerFigures) *float64 { return p.Short100K }
 	retr := func(p *PeerFigures) *float64 {
 		if p.Retrans == nil {
 			return nil
@@ -275,8 +259,8 @@ func WriteMatrixTable(out io.Writer, r *MatrixResults) {
 			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", suspect(c),
 				triple("%.2f", b)(gp), triple("%.2f", m)(gp), triple("%.2f", t)(gp),
 				dash(c.MptunVsBest, "%.2f"), dash(c.MptunVsMPTCP, "%.2f"), dash(c.BenefitMptun, "%.2f"), agg,
-				three(retr), mptcpCell(m), fmt.Sprintf("%.1f/%s", c.FastPathRTTms, triple("%.1f", b, t)(rtt)),
-				g(s10), g(s100), targetsCell(c))
+				three(retr), mptcpCell(m), fmt.Sprintf("%.1f/%s", c.FastPathRTTms, triple("%.1f", b, t)(idleRTT)),
+				g(short10K), g(short100K), targetsCell(c))
 		}
 		tw.Flush()
 	}
@@ -292,8 +276,8 @@ func WriteMatrixTable(out io.Writer, r *MatrixResults) {
 				triple("%.2f", b)(gp), triple("%.2f", t)(gp), dash(c.MptunVsBest, "%.2f"), dash(c.BenefitMptun, "%.2f"),
 				triple("%.4f", b, t)(deliv), triple("%.5f", t)(ooo),
 				fmt.Sprintf("%s / %.4f", dash(c.UDPLossMptun, "%.4f"), c.PathLoss()),
-				fmt.Sprintf("%.1f/%s", c.FastPathRTTms, triple("%.1f", b, t)(rtt)),
-				triple("%.0f", b, t)(s10), triple("%.0f", b, t)(s100), targetsCell(c))
+				fmt.Sprintf("%.1f/%s", c.FastPathRTTms, triple("%.1f", b, t)(idleRTT)),
+				triple("%.0f", b, t)(short10K), triple("%.0f", b, t)(short100K), targetsCell(c))
 		}
 		tw.Flush()
 	}
@@ -369,3 +353,15 @@ func WriteMatrixSummary(out io.Writer, s Summary) {
 		fmt.Fprintf(out, "  kernel MPTCP NOT verified (fallback or missing subflow) in: %s\n", strings.Join(s.MPTCPUnverified, ", "))
 	}
 }
+
+// The figures of a peer the CSV and the table both show, as the
+// accessors field, g and triple take.
+func idleRTT(p *PeerFigures) *float64 {
+	if p.IdleRTT == nil {
+		return nil
+	}
+	return &p.IdleRTT.P50
+}
+
+func short10K(p *PeerFigures) *float64  { return p.Short10K }
+func short100K(p *PeerFigures) *float64 { return p.Short100K }
