@@ -253,14 +253,7 @@ func FuzzAckVector(f *testing.F) {
 		if err := b.AckVector(uint8(ack&1), cells); err != nil {
 			t.Fatal(err)
 		}
-		n, err := b.Finish(nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var p Packet
-		if err := Parse(buf[:n], &p); err != nil {
-			t.Fatal(err)
-		}
+		p := finishParse(t, &b, buf)
 		l, err := optionList(p.Options)
 		if err != nil {
 			t.Fatal(err)

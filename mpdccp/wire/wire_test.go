@@ -632,6 +632,20 @@ func TestAckVectorWalk(t *testing.T) {
 	}
 }
 
+// finishParse finishes the packet b builds in buf and parses it back.
+func finishParse(t testing.TB, b *Builder, buf []byte) Packet {
+	t.Helper()
+	n, err := b.Finish(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var p Packet
+	if err := Parse(buf[:n], &p); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
 func TestAckVectorSplit(t *testing.T) {
 	cells := make([]byte, 300)
 	for i := range cells {
@@ -645,14 +659,7 @@ func TestAckVectorSplit(t *testing.T) {
 	if err := b.AckVector(1, cells); err != nil {
 		t.Fatal(err)
 	}
-	n, err := b.Finish(nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var p Packet
-	if err := Parse(buf[:n], &p); err != nil {
-		t.Fatal(err)
-	}
+	p := finishParse(t, &b, buf)
 	it := NewOptionIter(p.Options)
 	var got []byte
 	var lens []int
