@@ -310,6 +310,32 @@ func TestHealSetAndReload(t *testing.T) {
 }
 
 // avgMbit is a path's mean rate over [from, to) seconds of the run.
+// phase is a span of a run (seconds from the start) in which the traffic
+// should be on the first of two paths (onFirst) or on the second.
+type phase struct {
+	name     string
+	from, to float64
+	onFirst  bool
+}
+
+// assertPhases checks in each phase that the path the traffic should be
+// on carries at least 2 Mbit/s and the other at most a tenth of that.
+func assertPhases(t *testing.T, run *report.Run, first, second string, phases []phase) {
+	t.Helper()
+	p1, p2 := pathRun(t, run, first), pathRun(t, run, second)
+	for _, ph := range phases {
+		a, b := avgMbit(run, p1, ph.from, ph.to), avgMbit(run, p2, ph.from, ph.to)
+		t.Logf("%s (%.0f-%.0f s): %s %.1f, %s %.1f Mbit/s", ph.name, ph.from, ph.to, first, a, second, b)
+		on, off := a, b
+		if !ph.onFirst {
+			on, off = b, a
+		}
+		if on < 2 || off > on/10 {
+			t.Errorf("%s: %s %.1f, %s %.1f Mbit/s", ph.name, first, a, second, b)
+		}
+	}
+}
+
 func avgMbit(run *report.Run, p report.PathRun, from, to float64) float64 {
 	w := run.BinWidth.Seconds()
 	sum, n := 0.0, 0
@@ -328,29 +354,14 @@ func avgMbit(run *report.Run, p report.PathRun, from, to float64) float64 {
 // back once WiFi stayed good for the hold time (3 s).
 func TestHealSwitchMode(t *testing.T) {
 	run := runHeal(t, "switch.toml", scenario.Options{})
-	wifi, lte := pathRun(t, run, "wifi"), pathRun(t, run, "lte")
+	wifi := pathRun(t, run, "wifi")
 	slow := eventAt(t, run, "set", 0)
 	fast := eventAt(t, run, "set", 1)
-	phases := []struct {
-		name       string
-		from, to   float64
-		wantOnWifi bool
-	}{
+	assertPhases(t, run, "wifi", "lte", []phase{
 		{"before", 3, slow, true},
 		{"wifi slow", slow + 3, fast, false},
 		{"wifi fast again", fast + 7, float64(len(wifi.Bins)) * run.BinWidth.Seconds(), true},
-	}
-	for _, ph := range phases {
-		w, l := avgMbit(run, wifi, ph.from, ph.to), avgMbit(run, lte, ph.from, ph.to)
-		t.Logf("%s (%.0f-%.0f s): wifi %.1f, lte %.1f Mbit/s", ph.name, ph.from, ph.to, w, l)
-		on, off := w, l
-		if !ph.wantOnWifi {
-			on, off = l, w
-		}
-		if on < 2 || off > on/10 {
-			t.Errorf("%s: wifi %.1f, lte %.1f Mbit/s", ph.name, w, l)
-		}
-	}
+	})
 	// Not back before the hold time: WiFi still idle 2 s after it is fast.
 	if w := avgMbit(run, wifi, fast, fast+2); w > 2 {
 		t.Errorf("back on wifi before the hold time: %.1f Mbit/s in the 2 s after its RTT fell", w)
@@ -394,30 +405,15 @@ func TestTunnelGap(t *testing.T) {
 // hold time (3 s).
 func TestHealActiveBackup(t *testing.T) {
 	run := runHeal(t, "active-backup.toml", scenario.Options{})
-	dsl, lte := pathRun(t, run, "dsl"), pathRun(t, run, "lte")
+	dsl := pathRun(t, run, "dsl")
 	dark := eventAt(t, run, "blackhole", 0)
 	back := eventAt(t, run, "restore", 0)
 	end := float64(len(dsl.Bins)) * run.BinWidth.Seconds()
-	phases := []struct {
-		name      string
-		from, to  float64
-		wantOnDSL bool
-	}{
+	assertPhases(t, run, "dsl", "lte", []phase{
 		{"before", 3, dark, true},
 		{"dsl dark", dark + 1, back, false},
 		{"dsl back", back + 5, end, true},
-	}
-	for _, ph := range phases {
-		d, l := avgMbit(run, dsl, ph.from, ph.to), avgMbit(run, lte, ph.from, ph.to)
-		t.Logf("%s (%.0f-%.0f s): dsl %.1f, lte %.1f Mbit/s", ph.name, ph.from, ph.to, d, l)
-		on, off := d, l
-		if !ph.wantOnDSL {
-			on, off = l, d
-		}
-		if on < 2 || off > on/10 {
-			t.Errorf("%s: dsl %.1f, lte %.1f Mbit/s", ph.name, d, l)
-		}
-	}
+	})
 	// Not back before the hold time.
 	if d := avgMbit(run, dsl, back, back+2); d > 2 {
 		t.Errorf("back on dsl before the hold time: %.1f Mbit/s in the 2 s after it returned", d)
