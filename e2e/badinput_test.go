@@ -69,10 +69,7 @@ func TestBadInputFloodKeepsTunnel(t *testing.T) {
 	requireTools(t, "iperf3", "ethtool", "ping", "tc")
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	tp := newTopology(t, ctx)
-	a0, b0 := tp.addPath(t, ctx, 0, 0)
-	a1, b1 := tp.addPath(t, ctx, 1, 0)
-	cpe, srv := startTunnel(t, ctx, tp, [][2]string{{a0, b0}, {a1, b1}})
+	tp, paths, cpe, srv := startTwoPathTunnel(t, ctx)
 
 	// Flood the concentrator's port from several source ports while a TCP
 	// transfer runs through the tunnel.
@@ -81,7 +78,7 @@ func TestBadInputFloodKeepsTunnel(t *testing.T) {
 	err := tp.cpe.Do(func() error {
 		var conns []*net.UDPConn
 		for i := 0; i < 4; i++ {
-			c, err := net.DialUDP("udp4", nil, net.UDPAddrFromAddrPort(netip.MustParseAddrPort(b0+":6511")))
+			c, err := net.DialUDP("udp4", nil, net.UDPAddrFromAddrPort(netip.MustParseAddrPort(paths[0][1]+":6511")))
 			if err != nil {
 				return err
 			}

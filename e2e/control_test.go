@@ -21,10 +21,7 @@ func TestRuntimeChanges(t *testing.T) {
 	requireTools(t, "ethtool", "ping", "tc")
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	tp := newTopology(t, ctx)
-	a0, b0 := tp.addPath(t, ctx, 0, 0)
-	a1, b1 := tp.addPath(t, ctx, 1, 0)
-	cpe, _ := startTunnel(t, ctx, tp, [][2]string{{a0, b0}, {a1, b1}})
+	tp, _, cpe, _ := startTwoPathTunnel(t, ctx)
 	scheduler := func() string { return status(t, cpe.socket).Conns[0].Scheduler }
 	if got := scheduler(); got != "flow" {
 		t.Fatalf("scheduler %q at start, want flow (the shipped config's)", got)

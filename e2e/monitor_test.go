@@ -28,10 +28,7 @@ func TestMonitorAndReload(t *testing.T) {
 	requireTools(t, "ethtool", "ping", "tc")
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	tp := newTopology(t, ctx)
-	a0, b0 := tp.addPath(t, ctx, 0, 0)
-	a1, b1 := tp.addPath(t, ctx, 1, 0)
-	cpe, _ := startTunnel(t, ctx, tp, [][2]string{{a0, b0}, {a1, b1}})
+	tp, _, cpe, _ := startTwoPathTunnel(t, ctx)
 
 	mptun := filepath.Join(binaries(t), "mptun")
 	mon := exec.CommandContext(ctx, mptun, "-s", cpe.socket, "monitor", "--json", "--status", "-d", "30s")

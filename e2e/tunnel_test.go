@@ -8,6 +8,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"maps"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -33,13 +34,36 @@ func e2eSeconds() int {
 // substitutions in the CPE's config.
 func startTunnel(t *testing.T, ctx context.Context, tp *topology, paths [][2]string, cpeSubst ...map[string]string) (cpe, srv *daemonProc) {
 	t.Helper()
+	return startShippedTunnel(t, ctx, tp, paths, [2]string{"mpts", "mptc"}, nil, cpeSubst...)
+}
+
+// startTwoPathTunnel builds the topology most tests use, two unshaped
+// paths, and starts the tunnel over them; paths are the paths' (CPE,
+// concentrator) addresses.
+func startTwoPathTunnel(t *testing.T, ctx context.Context) (tp *topology, paths [][2]string, cpe, srv *daemonProc) {
+	t.Helper()
+	tp = newTopology(t, ctx)
+	a0, b0 := tp.addPath(t, ctx, 0, 0)
+	a1, b1 := tp.addPath(t, ctx, 1, 0)
+	paths = [][2]string{{a0, b0}, {a1, b1}}
+	cpe, srv = startTunnel(t, ctx, tp, paths)
+	return tp, paths, cpe, srv
+}
+
+// startShippedTunnel is startTunnel with TUN names tun[0]+ID (concentrator)
+// and tun[1]+ID (CPE), and srvSubst more substitutions in the
+// concentrator's config.
+func startShippedTunnel(t *testing.T, ctx context.Context, tp *topology, paths [][2]string, tun [2]string, srvSubst map[string]string, cpeSubst ...map[string]string) (cpe, srv *daemonProc) {
+	t.Helper()
 	id := fmt.Sprintf("%d", time.Now().UnixNano()%1_000_000)
 	srvSock := filepath.Join(t.TempDir(), "srv.sock")
 	cpeSock := filepath.Join(t.TempDir(), "cpe.sock")
-	srvCfg := shippedConfig(t, "concentrator", map[string]string{
+	srvMap := map[string]string{
 		`socket = "/run/mptun/%i.sock"`: fmt.Sprintf("socket = %q", srvSock),
-		`name = "mptun0"`:               `name = "mpts` + id + `"`,
-	})
+		`name = "mptun0"`:               `name = "` + tun[0] + id + `"`,
+	}
+	maps.Copy(srvMap, srvSubst)
+	srvCfg := shippedConfig(t, "concentrator", srvMap)
 	cpeCfg := shippedConfig(t, "cpe", map[string]string{
 		`local = "192.0.2.2"`:                          fmt.Sprintf("local = %q", paths[0][0]),
 		`local = "100.64.0.2"`:                         fmt.Sprintf("local = %q", paths[1][0]),
@@ -47,7 +71,7 @@ func startTunnel(t *testing.T, ctx context.Context, tp *topology, paths [][2]str
 		`device = "wwan0"`:                             `device = "p1"`,
 		`remote = "198.51.100.1:6511"` + "\n# MP_PRIO": fmt.Sprintf("remote = %q\n# MP_PRIO", paths[0][1]+":6511"),
 		`socket = "/run/mptun/%i.sock"`:                fmt.Sprintf("socket = %q", cpeSock),
-		`name = "mptun0"`:                              `name = "mptc` + id + `"`,
+		`name = "mptun0"`:                              `name = "` + tun[1] + id + `"`,
 	})
 	for _, m := range cpeSubst {
 		for old, new := range m {

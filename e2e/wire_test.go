@@ -233,32 +233,10 @@ func startCapture(t *testing.T, ctx context.Context, ns *netns.NS, dev, file str
 // its replies for an unknown source address.
 func startBoundTunnel(t *testing.T, ctx context.Context, tp *topology, paths [][2]string) (cpe, srv *daemonProc) {
 	t.Helper()
-	id := fmt.Sprintf("%d", time.Now().UnixNano()%1_000_000)
-	srvSock := filepath.Join(t.TempDir(), "srv.sock")
-	cpeSock := filepath.Join(t.TempDir(), "cpe.sock")
-	srvCfg := shippedConfig(t, "concentrator", map[string]string{
-		`socket = "/run/mptun/%i.sock"`: fmt.Sprintf("socket = %q", srvSock),
-		`name = "mptun0"`:               `name = "mptw` + id + `"`,
-		`address = "0.0.0.0:6511"`:      fmt.Sprintf("address = %q", paths[0][1]+":6511"),
-		`address = "[::]:6511"`:         fmt.Sprintf("address = %q", paths[1][1]+":6511"),
+	return startShippedTunnel(t, ctx, tp, paths, [2]string{"mptw", "mptv"}, map[string]string{
+		`address = "0.0.0.0:6511"`: fmt.Sprintf("address = %q", paths[0][1]+":6511"),
+		`address = "[::]:6511"`:    fmt.Sprintf("address = %q", paths[1][1]+":6511"),
 	})
-	cpeCfg := shippedConfig(t, "cpe", map[string]string{
-		`local = "192.0.2.2"`:                          fmt.Sprintf("local = %q", paths[0][0]),
-		`local = "100.64.0.2"`:                         fmt.Sprintf("local = %q", paths[1][0]),
-		`device = "eth0"`:                              `device = "p0"`,
-		`device = "wwan0"`:                             `device = "p1"`,
-		`remote = "198.51.100.1:6511"` + "\n# MP_PRIO": fmt.Sprintf("remote = %q\n# MP_PRIO", paths[0][1]+":6511"),
-		`socket = "/run/mptun/%i.sock"`:                fmt.Sprintf("socket = %q", cpeSock),
-		`name = "mptun0"`:                              `name = "mptv` + id + `"`,
-	})
-	cpeCfg = strings.Replace(cpeCfg, `remote = "198.51.100.1:6511"`, fmt.Sprintf("remote = %q", paths[1][1]+":6511"), 1)
-	srv = startDaemon(t, ctx, tp.srv, srvCfg, "concentrator")
-	srv.socket = srvSock
-	time.Sleep(200 * time.Millisecond)
-	cpe = startDaemon(t, ctx, tp.cpe, cpeCfg, "cpe")
-	cpe.socket = cpeSock
-	waitOpen(t, cpeSock, len(paths), 10*time.Second)
-	return cpe, srv
 }
 
 // mptunCLI runs the mptun command against a daemon's control socket.
