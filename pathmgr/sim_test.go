@@ -25,15 +25,6 @@ import (
 // number of addresses, both running the real engine and the real manager
 // in virtual time.
 
-type seeded struct{ r *rand.Rand }
-
-func (s seeded) Read(b []byte) (int, error) {
-	for i := range b {
-		b[i] = byte(s.r.Uint32())
-	}
-	return len(b), nil
-}
-
 const srvPort = 6511
 
 // iface is one CPE interface and the emulated path behind it.
@@ -118,7 +109,7 @@ func newWorld(t testing.TB, wc worldConfig) *world {
 		w.ifs[name] = f
 	}
 	eng := wc.eng
-	eng.Rand = seeded{w.rng}
+	eng.Rand = netsim.RandReader(w.rng)
 	w.cliCfg, w.srvCfg = eng, eng
 	w.cliCfg.Role, w.srvCfg.Role = mpdccp.Client, mpdccp.Server
 	if wc.secure {
@@ -540,7 +531,7 @@ func simKeys(t testing.TB, rng *rand.Rand) (cli, srv *mpdccp.Security) {
 	var priv, pub [2]noise.Key
 	for i := range priv {
 		var err error
-		if priv[i], err = noise.GeneratePrivateKey(seeded{rng}); err != nil {
+		if priv[i], err = noise.GeneratePrivateKey(netsim.RandReader(rng)); err != nil {
 			t.Fatal(err)
 		}
 		if pub[i], err = noise.PublicKey(priv[i]); err != nil {

@@ -8,6 +8,7 @@ package netsim
 
 import (
 	"container/heap"
+	"io"
 	"math/rand/v2"
 	"time"
 
@@ -98,4 +99,18 @@ func (s *Sim) RunUntil(t mono.Time) {
 	if t > s.now {
 		s.now = t
 	}
+}
+
+// RandReader is a deterministic io.Reader over r, for the keys, nonces
+// and initial sequence numbers of simulated endpoints: the same seed gives
+// the same bytes, so a simulated run repeats exactly.
+func RandReader(r *rand.Rand) io.Reader { return randReader{r} }
+
+type randReader struct{ r *rand.Rand }
+
+func (s randReader) Read(b []byte) (int, error) {
+	for i := range b {
+		b[i] = byte(s.r.Uint32())
+	}
+	return len(b), nil
 }

@@ -3,7 +3,9 @@
 package netsim
 
 import (
+	"bytes"
 	"math"
+	"math/rand/v2"
 	"testing"
 	"time"
 
@@ -178,5 +180,22 @@ func TestDeterministicForSeed(t *testing.T) {
 	}
 	if a, b := run(), run(); a != b {
 		t.Errorf("same seed, different runs: %+v vs %+v", a, b)
+	}
+}
+
+func TestRandReaderRepeatsForSeed(t *testing.T) {
+	read := func(seed uint64) []byte {
+		b := make([]byte, 64)
+		if n, err := RandReader(rand.New(rand.NewPCG(seed, 1))).Read(b); n != len(b) || err != nil {
+			t.Fatalf("read %d, %v", n, err)
+		}
+		return b
+	}
+	a, b, c := read(1), read(1), read(2)
+	if !bytes.Equal(a, b) {
+		t.Error("the same seed gave different bytes")
+	}
+	if bytes.Equal(a, c) || bytes.Equal(a, make([]byte, len(a))) {
+		t.Error("another seed gave the same bytes, or the bytes are all zero")
 	}
 }

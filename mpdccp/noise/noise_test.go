@@ -4,21 +4,15 @@ package noise
 
 import (
 	"bytes"
+	"io"
 	"math/rand/v2"
 	"testing"
+
+	"github.com/mptun/mptun/internal/netsim"
 )
 
-type seeded struct{ r *rand.Rand }
-
-func (s seeded) Read(b []byte) (int, error) {
-	for i := range b {
-		b[i] = byte(s.r.Uint32())
-	}
-	return len(b), nil
-}
-
-func pair(t testing.TB, seed uint64) (*Identity, *Identity, seeded) {
-	rnd := seeded{rand.New(rand.NewPCG(seed, 1))}
+func pair(t testing.TB, seed uint64) (*Identity, *Identity, io.Reader) {
+	rnd := netsim.RandReader(rand.New(rand.NewPCG(seed, 1)))
 	a, _ := GeneratePrivateKey(rnd)
 	b, _ := GeneratePrivateKey(rnd)
 	ia, err := NewIdentity(a)
