@@ -205,12 +205,7 @@ func TestSilentBlackhole(t *testing.T) {
 	dm.carrying()
 	inUse := w.until(5*time.Second, func() bool { return dm.carrying()["lte"] })
 	w.run(15 * time.Second)
-	lost := 0
-	for i := range tr.next {
-		if w.delivered[1][i] == 0 {
-			lost++
-		}
-	}
+	lost := tr.lost()
 	gap := w.gap(1, hole.Add(-time.Second), hole.Add(2*time.Second))
 	t.Logf("%d of %d lost; largest gap around the blackhole %v; lte in use %v after its return", lost, tr.next, gap, inUse.Sub(back))
 	if lost != 0 {
@@ -309,12 +304,7 @@ func TestLinkDownUp(t *testing.T) {
 	dm.carrying()
 	inUse := w.until(5*time.Second, func() bool { return dm.carrying()["lte"] })
 	w.run(25 * time.Second)
-	lost := 0
-	for i := range tr.next {
-		if w.delivered[1][i] == 0 {
-			lost++
-		}
-	}
+	lost := tr.lost()
 	t.Logf("lte in use %v after link up; %d of %d lost", inUse.Sub(up), lost, tr.next)
 	if inUse == 0 || inUse.Sub(up) > 2*time.Second {
 		t.Errorf("lte in use %v after link up:\n%s", inUse.Sub(up), w.eventLog(0))
@@ -483,12 +473,7 @@ func TestSettingsReachFutureConnections(t *testing.T) {
 	// dropped arrives (server → CPE).
 	tr := w.sendTraffic(1, 1000, 10*time.Second)
 	w.run(12 * time.Second)
-	lost := 0
-	for i := range tr.next {
-		if w.delivered[0][i] == 0 {
-			lost++
-		}
-	}
+	lost := tr.lost()
 	st := nc.Stats()
 	rep := st.Repaired
 	t.Logf("%d of %d lost, %d repaired; paths %v %v/%v %v %v/%v", lost, tr.next, rep, st.Paths[0].Remote, st.Paths[0].DataOut, st.Paths[0].CC.PacketsLost, st.Paths[1].Remote, st.Paths[1].DataOut, st.Paths[1].CC.PacketsLost)
@@ -573,12 +558,7 @@ func TestActiveBackup(t *testing.T) {
 		t.Errorf("back on dsl %v after it returned:\n%s", at.Sub(back), w.eventLog(0))
 	}
 	w.run(tr.stop.Sub(w.sim.Now()) + 2*time.Second)
-	lost := 0
-	for i := range tr.next {
-		if w.delivered[1][i] == 0 {
-			lost++
-		}
-	}
+	lost := tr.lost()
 	if lost != 0 {
 		var at []string
 		for i := range tr.next {
@@ -681,12 +661,7 @@ func TestFlappingPath(t *testing.T) {
 	w.cliMgr.HandleLink(w.sim.Now(), LinkEvent{Name: "lte0", Up: true})
 	w.service(0)
 	w.run(15 * time.Second)
-	lost := 0
-	for i := range tr.next {
-		if w.delivered[1][i] == 0 {
-			lost++
-		}
-	}
+	lost := tr.lost()
 	t.Logf("%d flaps: lte used in %d of %d up periods; at most %d/%d subflows (CPE/concentrator), concentrator path id ≤ %d; %d of %d lost",
 		flaps, usedWhileUp, flaps/2, maxCli, maxSrv, maxID, lost, tr.next)
 	if w.cliMgr.Conn() != conn {

@@ -432,6 +432,17 @@ type traffic struct {
 	sent   []mono.Time
 }
 
+// lost counts the packets sent so far that the other side never delivered.
+func (tr *traffic) lost() int {
+	lost := 0
+	for i := range tr.next {
+		if tr.w.delivered[1-tr.side][i] == 0 {
+			lost++
+		}
+	}
+	return lost
+}
+
 func (w *world) sendTraffic(side, pps int, d time.Duration) *traffic {
 	tr := &traffic{w: w, side: side, period: time.Second / time.Duration(pps), stop: w.sim.Now().Add(d), pkt: make([]byte, 200)}
 	src, dst := innerCPE, innerConcentrator
