@@ -303,16 +303,11 @@ func Call(path, method string, params, result any) error {
 
 // CallContext is Call with a context.
 func CallContext(ctx context.Context, path, method string, params, result any) error {
-	c, done, err := dialControl(ctx, path, true)
+	sc, done, err := openRequest(ctx, path, method, params, true, MaxResponse)
 	if err != nil {
 		return err
 	}
 	defer done()
-	if err := sendRequest(c, path, method, params); err != nil {
-		return err
-	}
-	sc := bufio.NewScanner(c)
-	sc.Buffer(make([]byte, 4096), MaxResponse)
 	if !sc.Scan() {
 		err := sc.Err()
 		if err == nil {
@@ -332,35 +327,36 @@ func CallContext(ctx context.Context, path, method string, params, result any) e
 	return nil
 }
 
-// dialControl connects to the daemon's control socket at path. Until done
-// is called, the end of ctx unblocks any read or write on the connection;
-// done also closes it. withDeadline also gives the connection ctx's
-// deadline (a stream ends at ctx's end without an I/O timeout error).
-func dialControl(ctx context.Context, path string, withDeadline bool) (c net.Conn, done func(), err error) {
+// openRequest sends one request for method to the daemon at path and
+// returns a scanner over the answer's lines of up to maxLine bytes; done
+// closes the connection. Until then the end of ctx unblocks any read or
+// write; withDeadline also gives the connection ctx's deadline (a stream
+// ends at ctx's end without an I/O timeout error).
+func openRequest(ctx context.Context, path, method string, params any, withDeadline bool, maxLine int) (sc *bufio.Scanner, done func(), err error) {
 	var d net.Dialer
-	if c, err = d.DialContext(ctx, "unix", path); err != nil {
+	c, err := d.DialContext(ctx, "unix", path)
+	if err != nil {
 		return nil, nil, fmt.Errorf("control socket %s: %w (is mptund running?)", path, err)
 	}
 	if dl, ok := ctx.Deadline(); ok && withDeadline {
 		c.SetDeadline(dl)
 	}
 	stop := context.AfterFunc(ctx, func() { c.SetDeadline(time.Unix(1, 0)) })
-	return c, func() { stop(); c.Close() }, nil
-}
-
-// sendRequest writes one request line for method on c.
-func sendRequest(c net.Conn, path, method string, params any) error {
+	done = func() { stop(); c.Close() }
 	req := Request{Method: method}
 	if params != nil {
-		var err error
 		if req.Params, err = json.Marshal(params); err != nil {
-			return fmt.Errorf("%s: encode params: %w", method, err)
+			done()
+			return nil, nil, fmt.Errorf("%s: encode params: %w", method, err)
 		}
 	}
 	if err := json.NewEncoder(c).Encode(req); err != nil {
-		return fmt.Errorf("control socket %s: send: %w", path, err)
+		done()
+		return nil, nil, fmt.Errorf("control socket %s: send: %w", path, err)
 	}
-	return nil
+	sc = bufio.NewScanner(c)
+	sc.Buffer(make([]byte, 4096), maxLine)
+	return sc, done, nil
 }
 
 // parseResponse decodes one response line: its result, or the daemon's

@@ -3,7 +3,6 @@
 package control
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -81,16 +80,11 @@ func (s *Server) stream(c net.Conn, line []byte) bool {
 // result to fn until ctx is done (nil is returned then), the daemon ends
 // the stream, or fn returns an error.
 func Stream(ctx context.Context, path, method string, params any, fn func(json.RawMessage) error) error {
-	c, done, err := dialControl(ctx, path, false)
+	sc, done, err := openRequest(ctx, path, method, params, false, MaxLine)
 	if err != nil {
 		return err
 	}
 	defer done()
-	if err := sendRequest(c, path, method, params); err != nil {
-		return err
-	}
-	sc := bufio.NewScanner(c)
-	sc.Buffer(make([]byte, 4096), MaxLine)
 	for sc.Scan() {
 		res, err := parseResponse(sc.Bytes(), path, method)
 		if err != nil {
