@@ -31,30 +31,24 @@ func parseFlags(fs *flag.FlagSet, args []string, usage string, stderr io.Writer)
 	return true
 }
 
-// needsRoot reports, and says on stderr, when the process is not root.
-func needsRoot(cmd string, stderr io.Writer) bool {
-	if os.Geteuid() == 0 {
-		return false
+// startRun checks that the process is root (false, said on stderr, when
+// it is not), sets *out to lab-out/KIND-TIME when empty, and returns a
+// context the first Ctrl-C or SIGTERM cancels (the lab then tears
+// everything down); a second one kills the process the default way.
+func startRun(cmd, kind string, out *string, stderr io.Writer) (context.Context, context.CancelFunc, bool) {
+	if os.Geteuid() != 0 {
+		fmt.Fprintf(stderr, "%s: needs root (network namespaces, TUN devices)\n", cmd)
+		return nil, nil, false
 	}
-	fmt.Fprintf(stderr, "%s: needs root (network namespaces, TUN devices)\n", cmd)
-	return true
-}
-
-// defaultOut is the output directory lab-out/KIND-TIME.
-func defaultOut(kind string) string {
-	return filepath.Join("lab-out", kind+"-"+time.Now().UTC().Format("20060102-150405"))
-}
-
-// interruptContext is cancelled by the first Ctrl-C or SIGTERM (the lab
-// then tears everything down); a second one kills the process the default
-// way.
-func interruptContext() (context.Context, context.CancelFunc) {
+	if *out == "" {
+		*out = filepath.Join("lab-out", kind+"-"+time.Now().UTC().Format("20060102-150405"))
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	go func() {
 		<-ctx.Done()
 		stop()
 	}()
-	return ctx, stop
+	return ctx, stop, true
 }
 
 // failStatus says err on stderr and returns the exit code: 130 when the

@@ -601,15 +601,12 @@ func LatencyMain(args []string, asJSON bool, stdout, stderr io.Writer) int {
 	if !parseFlags(fs, args, latencyUsage, stderr) {
 		return 2
 	}
-	if needsRoot("bench latency", stderr) {
+	ctx, stop, ok := startRun("bench latency", "latency", &o.Out, stderr)
+	if !ok {
 		return 1
 	}
-	if o.Out == "" {
-		o.Out = defaultOut("latency")
-	}
-	o.Progress = stderr
-	ctx, stop := interruptContext()
 	defer stop()
+	o.Progress = stderr
 	res, err := RunLatency(ctx, o)
 	if err != nil {
 		return failStatus("bench latency", err, stderr)

@@ -192,16 +192,12 @@ func MatrixMain(args []string, asJSON bool, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stdout, "%d cells, %v of traffic per peer, estimated %s\n", len(cells), o.duration(), fmtDur(est))
 		return 0
 	}
-	if needsRoot("bench matrix", stderr) {
+	ctx, stop, ok := startRun("bench matrix", "matrix", &o.Out, stderr)
+	if !ok {
 		return 1
 	}
-	if o.Out == "" {
-		o.Out = defaultOut("matrix")
-	}
-	o.Progress = stderr
-	// Ctrl-C cancels; the lab tears everything down. A second one kills.
-	ctx, stop := interruptContext()
 	defer stop()
+	o.Progress = stderr
 	res, err := RunMatrix(ctx, o)
 	if res == nil {
 		fmt.Fprintln(stderr, "bench matrix:", err)
