@@ -26,17 +26,13 @@ func newPipe(tb testing.TB) *pipe {
 	rng := rand.New(rand.NewPCG(5, 6))
 	p := &pipe{buf: make([]byte, 2048), dbuf: make([]byte, 2048)}
 	var err error
-	if p.ep[0], err = NewEndpoint(Config{Role: Client, Rand: seededReader{rng}}); err != nil {
+	if p.ep[0], err = NewEndpoint(Config{Role: Client, Rand: netsim.RandReader(rng)}); err != nil {
 		tb.Fatal(err)
 	}
-	if p.ep[1], err = NewEndpoint(Config{Role: Server, Rand: seededReader{rng}}); err != nil {
+	if p.ep[1], err = NewEndpoint(Config{Role: Server, Rand: netsim.RandReader(rng)}); err != nil {
 		tb.Fatal(err)
 	}
-	paths := []PathConfig{
-		{ID: 0, Local: 0, LocalAddr: cliAddr(0), Remote: srvAddr},
-		{ID: 1, Local: 1, LocalAddr: cliAddr(1), Remote: srvAddr},
-	}
-	if p.conn, err = p.ep[0].Dial(0, paths); err != nil {
+	if p.conn, err = p.ep[0].Dial(0, directPaths(2)); err != nil {
 		tb.Fatal(err)
 	}
 	for i := 0; i < 100 && (p.conn.State() != Open || len(p.conn.subflows) < 2 || p.conn.subflows[1].state != sfOpen); i++ {
@@ -64,11 +60,7 @@ func (p *pipe) step() {
 					break
 				}
 				moved = true
-				if side == 0 {
-					peer.HandleDatagram(p.now, t.Local, cliAddr(t.Local), srvAddr.Addr(), p.buf[:t.N], 0)
-				} else {
-					peer.HandleDatagram(p.now, t.Local, srvAddr, t.Remote.Addr(), p.buf[:t.N], 0)
-				}
+				handOver(peer, p.now, side, t, p.buf[:t.N], 0)
 			}
 			for {
 				_, _, ok := e.PollDeliver(p.now, p.dbuf)
@@ -81,6 +73,14 @@ func (p *pipe) step() {
 	}
 }
 
+// sendOne sends pkt from the client, moves everything across and advances
+// the clock by 10 µs.
+func (p *pipe) sendOne(pkt []byte) {
+	p.conn.Send(p.now, pkt)
+	p.step()
+	p.now = p.now.Add(10 * time.Microsecond)
+}
+
 // BenchmarkEnginePacket is the engine cost of one 1200-byte inner packet
 // through a 2-path connection: Send, schedule, build, checksum, parse,
 // ack processing, reorder, deliver, and the acks going back.
@@ -89,18 +89,14 @@ func BenchmarkEnginePacket(b *testing.B) {
 	pkt := make([]byte, 1200)
 	// Warm up pools and rings.
 	for i := 0; i < 5000; i++ {
-		p.conn.Send(p.now, pkt)
-		p.step()
-		p.now = p.now.Add(10 * time.Microsecond)
+		p.sendOne(pkt)
 	}
 	b.ReportAllocs()
 	b.SetBytes(int64(len(pkt)))
 	b.ResetTimer()
 	start := p.recvd
 	for i := 0; i < b.N; i++ {
-		p.conn.Send(p.now, pkt)
-		p.step()
-		p.now = p.now.Add(10 * time.Microsecond)
+		p.sendOne(pkt)
 	}
 	b.StopTimer()
 	if got := p.recvd - start; got < b.N*9/10 {
@@ -112,15 +108,11 @@ func TestEngineSteadyStateAllocs(t *testing.T) {
 	p := newPipe(t)
 	pkt := make([]byte, 1200)
 	for i := 0; i < 5000; i++ {
-		p.conn.Send(p.now, pkt)
-		p.step()
-		p.now = p.now.Add(10 * time.Microsecond)
+		p.sendOne(pkt)
 	}
 	before := p.recvd
 	allocs := testing.AllocsPerRun(2000, func() {
-		p.conn.Send(p.now, pkt)
-		p.step()
-		p.now = p.now.Add(10 * time.Microsecond)
+		p.sendOne(pkt)
 	})
 	if p.recvd-before < 1900 {
 		t.Fatalf("delivered %d of 2000", p.recvd-before)

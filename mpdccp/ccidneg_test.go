@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/mptun/mptun/internal/mono"
+	"github.com/mptun/mptun/internal/netsim"
 	"github.com/mptun/mptun/mpdccp/wire"
 )
 
@@ -84,9 +85,26 @@ func poll(t *testing.T, e *Endpoint, now mono.Time) []byte {
 	return buf[:tx.N]
 }
 
+// negDial makes a client running cc dial the scripted server over one path.
+func negDial(t *testing.T, cc string) (*Endpoint, *Conn) {
+	t.Helper()
+	cli := negEndpoint(t, Client, cc)
+	c, err := cli.Dial(0, []PathConfig{{Remote: negSrv, LocalAddr: negCli}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cli, c
+}
+
+// responseTo is the header of the scripted server's Response to req.
+func responseTo(req wire.Packet) wire.Header {
+	return wire.Header{SrcPort: req.DstPort, DstPort: req.SrcPort, Type: wire.TypeResponse,
+		Seq: 5000, Ack: req.Seq, ServiceCode: req.ServiceCode}
+}
+
 func negEndpoint(t *testing.T, role Role, cc string) *Endpoint {
 	t.Helper()
-	e, err := NewEndpoint(Config{Role: role, CCID: cc, Rand: seededReader{rand.New(rand.NewPCG(11, 12))}})
+	e, err := NewEndpoint(Config{Role: role, CCID: cc, Rand: netsim.RandReader(rand.New(rand.NewPCG(11, 12)))})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -102,10 +120,7 @@ func TestCCIDPreferenceLists(t *testing.T) {
 		{"ccid2", []byte{2}},
 		{"none", []byte{249}}, // never CCID 2: none is not RFC 4341
 	} {
-		cli := negEndpoint(t, Client, c.cc)
-		if _, err := cli.Dial(0, []PathConfig{{Remote: negSrv, LocalAddr: negCli}}); err != nil {
-			t.Fatal(err)
-		}
+		cli, _ := negDial(t, c.cc)
 		_, f, _ := feats(t, poll(t, cli, 0))
 		if got := f[[2]uint8{wire.OptChangeL, wire.FeatCCID}]; !bytes.Equal(got, c.want) {
 			t.Errorf("%s offers Change L(CCID, %v), want %v", c.cc, got, c.want)
@@ -121,11 +136,7 @@ func TestCCIDPreferenceLists(t *testing.T) {
 // with a 2-only list but 2), so the subflow must run ccid2; the connection
 // opens.
 func TestCCIDPeerConfirms2AsServer(t *testing.T) {
-	cli := negEndpoint(t, Client, "bbr")
-	c, err := cli.Dial(0, []PathConfig{{Remote: negSrv, LocalAddr: negCli}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	cli, c := negDial(t, "bbr")
 	req, _, mps := feats(t, poll(t, cli, 0))
 	var key []byte
 	for _, m := range mps {
@@ -137,8 +148,7 @@ func TestCCIDPeerConfirms2AsServer(t *testing.T) {
 		t.Fatalf("Request MP_KEY %x", key)
 	}
 	peerKey := []byte{0x51, 0x52, 0x53, 0x54, 0x55, 0x56, 0x57, 0x58}
-	resp := build(t, negSrv, negCli, wire.Header{SrcPort: req.DstPort, DstPort: req.SrcPort, Type: wire.TypeResponse,
-		Seq: 5000, Ack: req.Seq, ServiceCode: req.ServiceCode}, func(b *wire.Builder) {
+	resp := build(t, negSrv, negCli, responseTo(req), func(b *wire.Builder) {
 		b.Feature(wire.OptConfirmR, wire.FeatCCID, 2, 2)          // your CCID: 2; I know only 2
 		b.Feature(wire.OptConfirmL, wire.FeatMultipath, 0, 0)     // MP_CAPABLE version 0
 		b.Feature(wire.OptConfirmL, wire.FeatSendAckVector, 1, 1) // I send Ack Vectors
@@ -213,14 +223,9 @@ func TestCCIDPeerConfirms2AsClient(t *testing.T) {
 // TestCCIDConfirmNotOffered: a Confirm R naming a CCID we did not offer
 // (and not the default) fails the negotiation: Reset, option error.
 func TestCCIDConfirmNotOffered(t *testing.T) {
-	cli := negEndpoint(t, Client, "bbr")
-	c, err := cli.Dial(0, []PathConfig{{Remote: negSrv, LocalAddr: negCli}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	cli, c := negDial(t, "bbr")
 	req, _, _ := feats(t, poll(t, cli, 0))
-	resp := build(t, negSrv, negCli, wire.Header{SrcPort: req.DstPort, DstPort: req.SrcPort, Type: wire.TypeResponse,
-		Seq: 5000, Ack: req.Seq, ServiceCode: req.ServiceCode}, func(b *wire.Builder) {
+	resp := build(t, negSrv, negCli, responseTo(req), func(b *wire.Builder) {
 		b.Feature(wire.OptConfirmR, wire.FeatCCID, 3, 3) // TFRC: not offered
 		b.Feature(wire.OptConfirmL, wire.FeatMultipath, 0, 0)
 		b.MP(&wire.MPOption{Type: wire.MPKey, Token: 7, Keys: append([]byte{wire.KeyTypePlain}, 1, 2, 3, 4, 5, 6, 7, 8)})
@@ -299,14 +304,9 @@ func TestReconcileSP(t *testing.T) {
 // MP_CAPABLE (plain DCCP) makes the client close with an option error;
 // mptun does not carry plain DCCP (RFC 9897's fallback allows closing).
 func TestNoMPCapableCloses(t *testing.T) {
-	cli := negEndpoint(t, Client, "ccid2")
-	c, err := cli.Dial(0, []PathConfig{{Remote: negSrv, LocalAddr: negCli}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	cli, c := negDial(t, "ccid2")
 	req, _, _ := feats(t, poll(t, cli, 0))
-	resp := build(t, negSrv, negCli, wire.Header{SrcPort: req.DstPort, DstPort: req.SrcPort, Type: wire.TypeResponse,
-		Seq: 5000, Ack: req.Seq, ServiceCode: req.ServiceCode}, func(b *wire.Builder) {
+	resp := build(t, negSrv, negCli, responseTo(req), func(b *wire.Builder) {
 		b.Feature(wire.OptConfirmR, wire.FeatCCID, 2, 2)
 		b.Feature(wire.OptConfirmL, wire.FeatMultipath) // empty: no version in common
 	})
@@ -334,15 +334,10 @@ func FuzzCCIDNegotiation(f *testing.F) {
 			return
 		}
 		cc := []string{"bbr", "ccid2", "none"}[which%3]
-		cli := negEndpoint(t, Client, cc)
-		c, err := cli.Dial(0, []PathConfig{{Remote: negSrv, LocalAddr: negCli}})
-		if err != nil {
-			t.Fatal(err)
-		}
+		cli, c := negDial(t, cc)
 		req, f0, _ := feats(t, poll(t, cli, 0))
 		offered := f0[[2]uint8{wire.OptChangeL, wire.FeatCCID}]
-		resp := build(t, negSrv, negCli, wire.Header{SrcPort: req.DstPort, DstPort: req.SrcPort, Type: wire.TypeResponse,
-			Seq: 5000, Ack: req.Seq, ServiceCode: req.ServiceCode}, func(b *wire.Builder) {
+		resp := build(t, negSrv, negCli, responseTo(req), func(b *wire.Builder) {
 			b.Feature(wire.OptConfirmR, wire.FeatCCID, confirm...)
 			if len(change) > 0 {
 				b.Feature(wire.OptChangeL, wire.FeatCCID, change...)

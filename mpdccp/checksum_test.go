@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/mptun/mptun/internal/mono"
+	"github.com/mptun/mptun/internal/netsim"
 	"github.com/mptun/mptun/mpdccp/wire"
 )
 
@@ -88,14 +89,13 @@ func newNATPipe(t *testing.T, wildcard bool) *natPipe {
 		netip.MustParseAddrPort("203.0.113.9:61001"), netip.MustParseAddrPort("203.0.113.9:61002")}}
 	var err error
 	// Round robin, so that every subflow carries data through the NAT.
-	if n.ep[0], err = NewEndpoint(Config{Role: Client, Rand: seededReader{rng}, Scheduler: "rr"}); err != nil {
+	if n.ep[0], err = NewEndpoint(Config{Role: Client, Rand: netsim.RandReader(rng), Scheduler: "rr"}); err != nil {
 		t.Fatal(err)
 	}
-	if n.ep[1], err = NewEndpoint(Config{Role: Server, Rand: seededReader{rng}, Scheduler: "rr"}); err != nil {
+	if n.ep[1], err = NewEndpoint(Config{Role: Server, Rand: netsim.RandReader(rng), Scheduler: "rr"}); err != nil {
 		t.Fatal(err)
 	}
-	if n.conn, err = n.ep[0].Dial(0, []PathConfig{{ID: 0, Local: 0, LocalAddr: cliAddr(0), Remote: srvAddr},
-		{ID: 1, Local: 1, LocalAddr: cliAddr(1), Remote: srvAddr}}); err != nil {
+	if n.conn, err = n.ep[0].Dial(0, directPaths(2)); err != nil {
 		t.Fatal(err)
 	}
 	n.run(200 * time.Millisecond)
@@ -113,15 +113,20 @@ func innerPacket(i int) []byte {
 	return p
 }
 
-func (n *natPipe) exchange(t *testing.T, count int) {
-	t.Helper()
-	srvConn := n.ep[1].Conns()[0]
-	before := n.got
+// sendBoth sends count inner packets each way, 2 ms apart.
+func (n *natPipe) sendBoth(srvConn *Conn, count int) {
 	for i := 0; i < count; i++ {
 		n.conn.Send(n.now, innerPacket(i))
 		srvConn.Send(n.now, innerPacket(i))
 		n.run(2 * time.Millisecond)
 	}
+}
+
+func (n *natPipe) exchange(t *testing.T, count int) {
+	t.Helper()
+	srvConn := n.ep[1].Conns()[0]
+	before := n.got
+	n.sendBoth(srvConn, count)
 	n.run(500 * time.Millisecond)
 	if n.got[0]-before[0] != count || n.got[1]-before[1] != count {
 		t.Fatalf("delivered %d to the client and %d to the server of %d each", n.got[0]-before[0], n.got[1]-before[1], count)
@@ -151,11 +156,7 @@ func TestChecksumAcrossNAT(t *testing.T) {
 		}
 		srvConn := n.ep[1].Conns()[0]
 		before := n.got
-		for i := 0; i < 40; i++ {
-			n.conn.Send(n.now, innerPacket(i))
-			srvConn.Send(n.now, innerPacket(i))
-			n.run(2 * time.Millisecond)
-		}
+		n.sendBoth(srvConn, 40)
 		n.corrupt = nil
 		n.run(time.Second)
 		drops := n.ep[1].Stats().Dropped[DropChecksum] + n.ep[0].Stats().Dropped[DropChecksum]
@@ -181,11 +182,7 @@ func TestChecksumNATRebinding(t *testing.T) {
 	n.public[1] = netip.MustParseAddrPort("203.0.113.77:62001")
 	srvConn := n.ep[1].Conns()[0]
 	before := n.got
-	for i := 0; i < 30; i++ {
-		n.conn.Send(n.now, innerPacket(i))
-		srvConn.Send(n.now, innerPacket(i))
-		n.run(2 * time.Millisecond)
-	}
+	n.sendBoth(srvConn, 30)
 	n.run(500 * time.Millisecond)
 	for _, p := range srvConn.Stats().Paths {
 		if p.Remote.Addr() != netip.MustParseAddr("203.0.113.77") {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/mptun/mptun/internal/ecn"
 	"github.com/mptun/mptun/internal/mono"
+	"github.com/mptun/mptun/internal/netsim"
 )
 
 // ecnPipe joins a client and a server over one path; router sees the
@@ -31,13 +32,13 @@ func newECNPipe(t *testing.T) *ecnPipe {
 	rng := rand.New(rand.NewPCG(3, 4))
 	p := &ecnPipe{buf: make([]byte, 2048), dbuf: make([]byte, 2048), dataECN: map[uint8]int{}}
 	for i, role := range []Role{Client, Server} {
-		ep, err := NewEndpoint(Config{Role: role, Rand: seededReader{rng}, ECN: true, Reorderer: "fixed"})
+		ep, err := NewEndpoint(Config{Role: role, Rand: netsim.RandReader(rng), ECN: true, Reorderer: "fixed"})
 		if err != nil {
 			t.Fatal(err)
 		}
 		p.ep[i] = ep
 	}
-	c, err := p.ep[0].Dial(0, []PathConfig{{ID: 0, Local: 0, LocalAddr: cliAddr(0), Remote: srvAddr}})
+	c, err := p.ep[0].Dial(0, directPaths(1))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -68,18 +69,16 @@ func (p *ecnPipe) step() {
 				}
 				moved = true
 				dg := p.buf[:t.N]
+				outer := t.ECN
 				if side == 0 {
 					if isData(dg) {
 						p.dataECN[t.ECN]++
 					}
-					outer := t.ECN
 					if p.router != nil {
 						outer = p.router(t, dg)
 					}
-					peer.HandleDatagram(p.now, t.Local, cliAddr(t.Local), srvAddr.Addr(), dg, outer)
-				} else {
-					peer.HandleDatagram(p.now, t.Local, srvAddr, t.Remote.Addr(), dg, t.ECN)
 				}
+				handOver(peer, p.now, side, t, dg, outer)
 			}
 			for {
 				n, _, ok := e.PollDeliver(p.now, p.dbuf)

@@ -12,6 +12,19 @@ import (
 	"github.com/mptun/mptun/scheduler"
 )
 
+// recordDelays records, per destination port, how long each inner packet
+// the server delivers took since sent[its id] (replacing onDeliver).
+func recordDelays(h *harness, sent map[uint32]mono.Time) map[uint16][]time.Duration {
+	delay := map[uint16][]time.Duration{}
+	h.onDeliver = func(side int, c *Conn, b []byte) {
+		if side == sideServer {
+			port := binary.BigEndian.Uint16(b[22:])
+			delay[port] = append(delay[port], h.sim.Now().Sub(sent[binary.BigEndian.Uint32(b[28:])]))
+		}
+	}
+	return delay
+}
+
 // TestEqualizeSpreadFlowsOnly checks the promise the equalize reorderer
 // makes per flow: a flow spread over both paths sees one consistent delay,
 // the slower path's, so that its congestion control (inner BBR) does not
@@ -25,13 +38,7 @@ func TestEqualizeSpreadFlowsOnly(t *testing.T) {
 	h := newHarness(t, harnessConfig{seed: 7,
 		links: []netsim.LinkConfig{link(16e6, fast, 0), link(30e6, slow, 0)}, cli: cfg, srv: cfg})
 	sent := map[uint32]mono.Time{}
-	delay := map[uint16][]time.Duration{}
-	h.onDeliver = func(side int, c *Conn, b []byte) {
-		if side == sideServer {
-			port := binary.BigEndian.Uint16(b[22:])
-			delay[port] = append(delay[port], h.sim.Now().Sub(sent[binary.BigEndian.Uint32(b[28:])]))
-		}
-	}
+	delay := recordDelays(h, sent)
 	c := h.dial(2)
 	if !h.runUntil(5*time.Second, func() bool { return h.openPaths(c) == 2 && h.openPaths(h.serverConn()) == 2 }) {
 		t.Fatalf("not open\n%s", h.dumpEvents())
@@ -89,13 +96,7 @@ func TestClassPacketsSkipEqualisation(t *testing.T) {
 	h := newHarness(t, harnessConfig{seed: 5,
 		links: []netsim.LinkConfig{link(16e6, fast, 0), link(30e6, slow, 0)}, cli: cfg, srv: cfg})
 	sent := map[uint32]mono.Time{}
-	delay := map[uint16][]time.Duration{}
-	h.onDeliver = func(side int, c *Conn, b []byte) {
-		if side == sideServer {
-			port := binary.BigEndian.Uint16(b[22:])
-			delay[port] = append(delay[port], h.sim.Now().Sub(sent[binary.BigEndian.Uint32(b[28:])]))
-		}
-	}
+	delay := recordDelays(h, sent)
 	c := h.dial(2)
 	if !h.runUntil(5*time.Second, func() bool { return h.openPaths(c) == 2 && h.openPaths(h.serverConn()) == 2 }) {
 		t.Fatal("paths did not open")

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/mptun/mptun/internal/mono"
+	"github.com/mptun/mptun/internal/netsim"
 	"github.com/mptun/mptun/mpdccp/wire"
 )
 
@@ -31,8 +32,8 @@ type statePipe struct {
 func newStatePipe(tb testing.TB, secure bool, state int) *statePipe {
 	rng := rand.New(rand.NewPCG(11, 12))
 	p := &statePipe{buf: make([]byte, 2048)}
-	cli := Config{Role: Client, Rand: seededReader{rng}}
-	srv := Config{Role: Server, Rand: seededReader{rng}}
+	cli := Config{Role: Client, Rand: netsim.RandReader(rng)}
+	srv := Config{Role: Server, Rand: netsim.RandReader(rng)}
 	if secure {
 		hc := harnessConfig{}
 		secureConfigs(newSecKeys(1), &hc)
@@ -45,8 +46,7 @@ func newStatePipe(tb testing.TB, secure bool, state int) *statePipe {
 	if p.ep[1], err = NewEndpoint(srv); err != nil {
 		tb.Fatal(err)
 	}
-	paths := []PathConfig{{ID: 0, Local: 0, LocalAddr: cliAddr(0), Remote: srvAddr}, {ID: 1, Local: 1, LocalAddr: cliAddr(1), Remote: srvAddr}}
-	if p.conn, err = p.ep[0].Dial(0, paths); err != nil {
+	if p.conn, err = p.ep[0].Dial(0, directPaths(2)); err != nil {
 		tb.Fatal(err)
 	}
 	switch state {
@@ -90,13 +90,8 @@ func (p *statePipe) move(side int, deliver bool) {
 		if !ok {
 			break
 		}
-		if !deliver {
-			continue
-		}
-		if side == 0 {
-			peer.HandleDatagram(p.now, t.Local, cliAddr(t.Local), srvAddr.Addr(), p.buf[:t.N], 0)
-		} else {
-			peer.HandleDatagram(p.now, t.Local, srvAddr, t.Remote.Addr(), p.buf[:t.N], 0)
+		if deliver {
+			handOver(peer, p.now, side, t, p.buf[:t.N], 0)
 		}
 	}
 	for {
@@ -133,11 +128,7 @@ func stateSeeds(tb testing.TB, secure bool) [][]byte {
 					break
 				}
 				out = append(out, append([]byte(nil), p.buf[:t.N]...))
-				if side == 0 {
-					peer.HandleDatagram(p.now, t.Local, cliAddr(t.Local), srvAddr.Addr(), p.buf[:t.N], 0)
-				} else {
-					peer.HandleDatagram(p.now, t.Local, srvAddr, t.Remote.Addr(), p.buf[:t.N], 0)
-				}
+				handOver(peer, p.now, side, t, p.buf[:t.N], 0)
 			}
 		}
 		p.now = p.now.Add(time.Millisecond)

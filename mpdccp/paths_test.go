@@ -56,12 +56,7 @@ func TestDropAndRejoinKeepsConnectionSmall(t *testing.T) {
 		t.Errorf("%d joins failed", n)
 	}
 	// Both paths carry data.
-	snk := newSink()
-	h.onDeliver = func(side int, _ *Conn, b []byte) {
-		if side == sideServer {
-			snk.deliver(b)
-		}
-	}
+	snk := h.serverSink()
 	src := &source{h: h, c: c, side: sideClient, total: 2000, size: 500, period: time.Millisecond, perTick: 2}
 	src.start()
 	h.runUntil(10*time.Second, func() bool { return snk.count == 2000 })

@@ -35,12 +35,7 @@ func openHarness(t *testing.T, seed int64, n int, cfg harnessConfig) (*harness, 
 func TestMPSeqWraparound(t *testing.T) {
 	total := uint64(10000)
 	h, c := openHarness(t, 11, 2, harnessConfig{cli: Config{InitialMPSeq: wire.MaxSeq - 4000}})
-	snk := newSink()
-	h.onDeliver = func(side int, _ *Conn, b []byte) {
-		if side == sideServer {
-			snk.deliver(b)
-		}
-	}
+	snk := h.serverSink()
 	src := &source{h: h, c: c, side: sideClient, total: total, size: 500, period: time.Millisecond, perTick: 4}
 	src.start()
 	if !h.runUntil(60*time.Second, func() bool { return snk.count >= total }) {
@@ -132,12 +127,7 @@ func TestGarbageAndReplay(t *testing.T) {
 		}
 		return true
 	}
-	snk := newSink()
-	h.onDeliver = func(side int, _ *Conn, b []byte) {
-		if side == sideServer {
-			snk.deliver(b)
-		}
-	}
+	snk := h.serverSink()
 	total := uint64(4000)
 	src := &source{h: h, c: c, side: sideClient, total: total, size: 300, period: time.Millisecond, perTick: 2}
 	src.start()
@@ -328,12 +318,7 @@ func TestSetPrioConfirmed(t *testing.T) {
 	}
 	// With path 0 primary and path 1 standby, data goes to path 0 only.
 	before := sc.pathByID(1).stats.DataIn
-	snk := newSink()
-	h.onDeliver = func(side int, _ *Conn, b []byte) {
-		if side == sideServer {
-			snk.deliver(b)
-		}
-	}
+	snk := h.serverSink()
 	src := &source{h: h, c: c, side: sideClient, total: 2000, size: 500, period: time.Millisecond, perTick: 2}
 	src.start()
 	h.runUntil(10*time.Second, func() bool { return snk.count >= 2000 })
@@ -347,12 +332,7 @@ func TestSetPrioConfirmed(t *testing.T) {
 
 func TestNATRebinding(t *testing.T) {
 	h, c := openHarness(t, 61, 1, harnessConfig{})
-	snk := newSink()
-	h.onDeliver = func(side int, _ *Conn, b []byte) {
-		if side == sideServer {
-			snk.deliver(b)
-		}
-	}
+	snk := h.serverSink()
 	src := &source{h: h, c: c, side: sideClient, total: 3000, size: 500, period: time.Millisecond, perTick: 2}
 	src.start()
 	h.run(500 * time.Millisecond)
@@ -371,12 +351,7 @@ func TestNATRebinding(t *testing.T) {
 
 func TestSyncAfterSequenceJump(t *testing.T) {
 	h, c := openHarness(t, 71, 1, harnessConfig{})
-	snk := newSink()
-	h.onDeliver = func(side int, _ *Conn, b []byte) {
-		if side == sideServer {
-			snk.deliver(b)
-		}
-	}
+	snk := h.serverSink()
 	// As if thousands of packets had been lost: the client's next sequence
 	// numbers are far beyond the server's window (RFC 4340 §7.5.4).
 	sf := c.subflows[0]
@@ -460,12 +435,7 @@ func TestPluggableComponents(t *testing.T) {
 			links := []netsim.LinkConfig{link(20e6, 10*time.Millisecond, 0.01), link(10e6, 25*time.Millisecond, 0.01)}
 			links[0].Queue, links[1].Queue = 32*1024, 32*1024
 			h, c := openHarness(t, 61, 2, harnessConfig{cli: cfg, srv: cfg, links: links})
-			snk := newSink()
-			h.onDeliver = func(side int, _ *Conn, b []byte) {
-				if side == sideServer {
-					snk.deliver(b)
-				}
-			}
+			snk := h.serverSink()
 			total := uint64(5000)
 			src := &source{h: h, c: c, side: sideClient, total: total, size: 1000, period: time.Millisecond, perTick: 3}
 			src.start()
@@ -644,13 +614,13 @@ func newConcentratorWith(tb testing.TB, clients int, base Config) *concentrator 
 	k := &concentrator{got: map[*Conn]map[byte]int{}, buf: make([]byte, 2048), dbuf: make([]byte, 2048)}
 	var err error
 	srvCfg := base
-	srvCfg.Role, srvCfg.Rand, srvCfg.MaxConns = Server, seededReader{rng}, clients
+	srvCfg.Role, srvCfg.Rand, srvCfg.MaxConns = Server, netsim.RandReader(rng), clients
 	if k.srv, err = NewEndpoint(srvCfg); err != nil {
 		tb.Fatal(err)
 	}
 	for i := 0; i < clients; i++ {
 		cliCfg := base
-		cliCfg.Role, cliCfg.Rand = Client, seededReader{rng}
+		cliCfg.Role, cliCfg.Rand = Client, netsim.RandReader(rng)
 		e, err := NewEndpoint(cliCfg)
 		if err != nil {
 			tb.Fatal(err)

@@ -34,12 +34,9 @@ func TestSecureCookieUnderLoad(t *testing.T) {
 	}
 }
 
-// captureRequest returns a secure client's first Request (it never
-// reaches the server).
-func captureRequest(t *testing.T, seed int64) (*harness, []byte) {
-	hc := harnessConfig{seed: seed, links: []netsim.LinkConfig{link(20e6, 10*time.Millisecond, 0)}}
-	secureConfigs(newSecKeys(uint64(seed)), &hc)
-	h := newHarness(t, hc)
+// dialDropped dials one path with everything the client sends dropped
+// (the tap stays) and returns the client's first Request.
+func (h *harness) dialDropped() []byte {
 	var req []byte
 	h.tap = func(side, path int, b []byte) bool {
 		if typ, _ := wire.PeekType(b); side == sideClient && typ == wire.TypeRequest && req == nil {
@@ -49,6 +46,16 @@ func captureRequest(t *testing.T, seed int64) (*harness, []byte) {
 	}
 	h.dial(1)
 	h.run(10 * time.Millisecond)
+	return req
+}
+
+// captureRequest returns a secure client's first Request (it never
+// reaches the server).
+func captureRequest(t *testing.T, seed int64) (*harness, []byte) {
+	hc := harnessConfig{seed: seed, links: []netsim.LinkConfig{link(20e6, 10*time.Millisecond, 0)}}
+	secureConfigs(newSecKeys(uint64(seed)), &hc)
+	h := newHarness(t, hc)
+	req := h.dialDropped()
 	if req == nil {
 		t.Fatal("no Request")
 	}
@@ -184,15 +191,7 @@ func TestSecureJoinsOverLoss(t *testing.T) {
 func TestPlainRateLimitPerSource(t *testing.T) {
 	hc := harnessConfig{seed: 25, links: []netsim.LinkConfig{link(20e6, 10*time.Millisecond, 0)}}
 	h := newHarness(t, hc)
-	var req []byte
-	h.tap = func(side, path int, b []byte) bool {
-		if typ, _ := wire.PeekType(b); side == sideClient && typ == wire.TypeRequest && req == nil {
-			req = append([]byte(nil), b...)
-		}
-		return false
-	}
-	h.dial(1)
-	h.run(10 * time.Millisecond)
+	req := h.dialDropped()
 	srv := h.ep[1]
 	for i := 0; i < 30; i++ {
 		from := netip.AddrPortFrom(cliAddr(0).Addr(), uint16(30000+i))

@@ -20,7 +20,7 @@ type secKeys struct {
 }
 
 func newSecKeys(seed uint64) secKeys {
-	rnd := seededReader{rand.New(rand.NewPCG(seed, 77))}
+	rnd := netsim.RandReader(rand.New(rand.NewPCG(seed, 77)))
 	var k secKeys
 	k.cli, _ = noise.GeneratePrivateKey(rnd)
 	k.srv, _ = noise.GeneratePrivateKey(rnd)

@@ -14,16 +14,6 @@ import (
 	"github.com/mptun/mptun/internal/netsim"
 )
 
-// seededReader is a deterministic io.Reader for keys, nonces and ISS.
-type seededReader struct{ r *rand.Rand }
-
-func (s seededReader) Read(b []byte) (int, error) {
-	for i := range b {
-		b[i] = byte(s.r.Uint32())
-	}
-	return len(b), nil
-}
-
 const (
 	sideClient = 0
 	sideServer = 1
@@ -72,7 +62,7 @@ func newHarness(t testing.TB, hc harnessConfig) *harness {
 	h := &harness{t: t, sim: netsim.New(hc.seed), buf: make([]byte, 2048), dbuf: make([]byte, 2048)}
 	rng := rand.New(rand.NewPCG(uint64(hc.seed), 99))
 	hc.cli.Role, hc.srv.Role = Client, Server
-	hc.cli.Rand, hc.srv.Rand = seededReader{rng}, seededReader{rng}
+	hc.cli.Rand, hc.srv.Rand = netsim.RandReader(rng), netsim.RandReader(rng)
 	var err error
 	if h.ep[0], err = NewEndpoint(hc.cli); err != nil {
 		t.Fatal(err)
@@ -94,6 +84,27 @@ func newHarness(t testing.TB, hc harnessConfig) *harness {
 	}
 	h.wake = [2]mono.Time{mono.Never, mono.Never}
 	return h
+}
+
+// directPaths are the first n paths of the pipe tests' direct topology
+// (no NAT): path i from cliAddr(i) to srvAddr.
+func directPaths(n int) []PathConfig {
+	pcs := make([]PathConfig, n)
+	for i := range pcs {
+		pcs[i] = PathConfig{ID: i, Local: i, LocalAddr: cliAddr(i), Remote: srvAddr}
+	}
+	return pcs
+}
+
+// handOver gives peer the datagram dg that side sent (t) as it arrives on
+// the direct topology: the client's from cliAddr(t.Local) to srvAddr, the
+// server's from srvAddr to the client's address; ecn is its outer field.
+func handOver(peer *Endpoint, now mono.Time, side int, t Transmit, dg []byte, ecn uint8) {
+	if side == 0 {
+		peer.HandleDatagram(now, t.Local, cliAddr(t.Local), srvAddr.Addr(), dg, ecn)
+	} else {
+		peer.HandleDatagram(now, t.Local, srvAddr, t.Remote.Addr(), dg, ecn)
+	}
 }
 
 func (h *harness) pathConfigs() []PathConfig {
@@ -298,6 +309,18 @@ type sink struct {
 
 func newSink() *sink { return &sink{seen: map[uint64]int{}} }
 
+// serverSink counts in a new sink what the server delivers (it replaces
+// onDeliver).
+func (h *harness) serverSink() *sink {
+	snk := newSink()
+	h.onDeliver = func(side int, _ *Conn, b []byte) {
+		if side == sideServer {
+			snk.deliver(b)
+		}
+	}
+	return snk
+}
+
 func (s *sink) deliver(b []byte) {
 	if len(b) < 8 {
 		return
@@ -324,12 +347,7 @@ func (h *harness) dumpEvents() string {
 // records what the server delivers in a sink.
 func (h *harness) dialWithSink(n int) (*Conn, *sink) {
 	h.t.Helper()
-	snk := newSink()
-	h.onDeliver = func(side int, c *Conn, b []byte) {
-		if side == sideServer {
-			snk.deliver(b)
-		}
-	}
+	snk := h.serverSink()
 	c := h.dial(n)
 	if !h.runUntil(10*time.Second, func() bool { return h.openPaths(c) == n && h.openPaths(h.serverConn()) == n }) {
 		h.t.Fatalf("not open\n%s", h.dumpEvents())
