@@ -128,23 +128,27 @@ func FuzzMarkCE(f *testing.F) {
 	})
 }
 
+// standingQueue keeps a standing 20 ms queue of packets with ECN field e
+// for 300 ms: 20 packets queued, served one per ms, refilled one per ms.
+func standingQueue(q *Queue, e uint8) {
+	var now mono.Time
+	for i := 0; i < 20; i++ {
+		q.Enqueue(now, ipv4(1000, e))
+	}
+	for i := 0; i < 300; i++ {
+		now = now.Add(time.Millisecond)
+		q.Enqueue(now, ipv4(1000, e))
+		q.Dequeue(now)
+	}
+}
+
 // TestCoDelMarksStandingQueue overloads the queue steadily: CoDel must
 // start marking after an interval above target, and keep the sojourn of
 // what it sends near target once the sender backs off, while a Not-ECT
 // packet under the same conditions is dropped rather than marked.
 func TestCoDelMarksStandingQueue(t *testing.T) {
 	q := New(Config{Target: 5 * time.Millisecond, Interval: 100 * time.Millisecond})
-	var now mono.Time
-	// 20 packets queued, served one per ms, refilled one per ms: a standing
-	// 20 ms queue.
-	for i := 0; i < 20; i++ {
-		q.Enqueue(now, ipv4(1000, ECT0))
-	}
-	for i := 0; i < 300; i++ {
-		now = now.Add(time.Millisecond)
-		q.Enqueue(now, ipv4(1000, ECT0))
-		q.Dequeue(now)
-	}
+	standingQueue(q, ECT0)
 	s := q.Stats()
 	if s.Marked == 0 || s.Dropped != 0 {
 		t.Fatalf("standing queue: marked %d dropped %d, want marks and no drops", s.Marked, s.Dropped)
@@ -152,15 +156,7 @@ func TestCoDelMarksStandingQueue(t *testing.T) {
 	// Not-ECT under a standing queue is dropped.
 	var dropped int
 	q2 := New(Config{Drop: func([]byte) { dropped++ }})
-	now = 0
-	for i := 0; i < 20; i++ {
-		q2.Enqueue(now, ipv4(1000, NotECT))
-	}
-	for i := 0; i < 300; i++ {
-		now = now.Add(time.Millisecond)
-		q2.Enqueue(now, ipv4(1000, NotECT))
-		q2.Dequeue(now)
-	}
+	standingQueue(q2, NotECT)
 	if s := q2.Stats(); s.Dropped == 0 || s.Marked != 0 || dropped != int(s.Dropped) {
 		t.Fatalf("Not-ECT: dropped %d (callback %d) marked %d", s.Dropped, dropped, s.Marked)
 	}
