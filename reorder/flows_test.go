@@ -27,6 +27,15 @@ func (h *harness) pushFlow(path int, seq uint64, port uint16, ordered bool) {
 	h.drain()
 }
 
+// repairHarness is the repair tests' harness: the adaptive reorderer with
+// cfg over the two paths of twoPathInfo.
+func repairHarness(t *testing.T, cfg Config) *harness {
+	t.Helper()
+	h := newHarness(t, "adaptive", cfg)
+	h.r.SetPaths(twoPathInfo())
+	return h
+}
+
 func twoPathInfo() []PathInfo {
 	return []PathInfo{
 		{ID: 0, Active: true, SRTT: 16 * time.Millisecond, MinRTT: 16 * time.Millisecond},
@@ -37,8 +46,7 @@ func twoPathInfo() []PathInfo {
 // A flow kept on the fast path is delivered at once, while another flow's
 // packet is still on its way over the slow path.
 func TestPathOrderedSkipsOtherPathsGaps(t *testing.T) {
-	h := newHarness(t, "adaptive", Config{Repair: true})
-	h.r.SetPaths(twoPathInfo())
+	h := repairHarness(t, Config{Repair: true})
 	h.pushFlow(1, 1, 80, false)
 	h.pushFlow(0, 3, 53, true) // 2 is in flight on the slow path
 	h.want(1, 3)
@@ -54,8 +62,7 @@ func TestPathOrderedSkipsOtherPathsGaps(t *testing.T) {
 // A path-ordered packet waits when its flow has packets held here: its
 // flow just moved from spreading to one path.
 func TestPathOrderedWaitsBehindItsFlow(t *testing.T) {
-	h := newHarness(t, "adaptive", Config{Repair: true})
-	h.r.SetPaths(twoPathInfo())
+	h := repairHarness(t, Config{Repair: true})
 	h.pushFlow(0, 1, 80, false)
 	h.pushFlow(0, 3, 80, false) // held: 2 is missing
 	h.pushFlow(0, 4, 80, true)  // same flow: must not overtake 3
@@ -68,8 +75,7 @@ func TestPathOrderedWaitsBehindItsFlow(t *testing.T) {
 // the path's path-ordered packets wait for the repair instead of passing
 // the gap.
 func TestHoleNACKAndRepair(t *testing.T) {
-	h := newHarness(t, "adaptive", Config{Repair: true})
-	h.r.SetPaths(twoPathInfo())
+	h := repairHarness(t, Config{Repair: true})
 	nk := h.r.(NACKer)
 	h.pushFlow(0, 1, 53, true)
 	h.ps[0]++                  // the path lost its next packet, MP_SEQ 2
@@ -98,8 +104,7 @@ func TestHoleNACKAndRepair(t *testing.T) {
 // A hole whose repair never comes is given up after the last NACK and a
 // round trip, not held for the whole hold limit.
 func TestHoleGivenUp(t *testing.T) {
-	h := newHarness(t, "adaptive", Config{Repair: true})
-	h.r.SetPaths(twoPathInfo())
+	h := repairHarness(t, Config{Repair: true})
 	nk := h.r.(NACKer)
 	h.pushFlow(0, 1, 53, true)
 	h.ps[0]++
@@ -135,8 +140,7 @@ func TestHoleGivenUp(t *testing.T) {
 // A path that carried nothing for a while holds a gap only for as long
 // as its delay difference to the fastest path, not indefinitely.
 func TestSilentPathBlocksOnlyForItsDelay(t *testing.T) {
-	h := newHarness(t, "adaptive", Config{Repair: true, MaxHold: 10 * time.Second})
-	h.r.SetPaths(twoPathInfo())
+	h := repairHarness(t, Config{Repair: true, MaxHold: 10 * time.Second})
 	h.pushFlow(0, 1, 80, false)
 	h.pushFlow(0, 3, 80, false) // 2 missing: maybe on the slow path
 	h.want(1)
@@ -150,8 +154,7 @@ func TestSilentPathBlocksOnlyForItsDelay(t *testing.T) {
 // not make the path look as if it reordered by itself (which would delay
 // its NACKs).
 func TestRepairIsNotInPathReordering(t *testing.T) {
-	h := newHarness(t, "adaptive", Config{Repair: true})
-	h.r.SetPaths(twoPathInfo())
+	h := repairHarness(t, Config{Repair: true})
 	nk := h.r.(NACKer)
 	h.pushFlow(0, 1, 53, true)
 	h.ps[0]++
@@ -170,8 +173,7 @@ func TestRepairIsNotInPathReordering(t *testing.T) {
 // lost (here: the slow path's last packet before it went quiet) is asked
 // for by MP_SEQ (NACK path -1) and waits for the repair.
 func TestMissingGapAskedForByMPSeq(t *testing.T) {
-	h := newHarness(t, "adaptive", Config{Repair: true})
-	h.r.SetPaths(twoPathInfo())
+	h := repairHarness(t, Config{Repair: true})
 	nk := h.r.(NACKer)
 	h.pushFlow(0, 1, 80, false)
 	h.pushFlow(0, 3, 80, false) // 2 went over the slow path and was lost there
