@@ -30,6 +30,16 @@ public_key = "` + peerPub + `"
 allowed_ips = ["0.0.0.0/0", "::/0"]
 `
 
+// assertFirstErrors checks that each text's first error is its want.
+func assertFirstErrors(t *testing.T, cases []struct{ text, want string }) {
+	t.Helper()
+	for _, c := range cases {
+		if got := firstError(t, c.text); got != c.want {
+			t.Errorf("got  %q\nwant %q", got, c.want)
+		}
+	}
+}
+
 func firstError(t *testing.T, text string) string {
 	t.Helper()
 	_, err := Load(writeFile(t, "s.toml", text))

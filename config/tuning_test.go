@@ -18,18 +18,14 @@ func TestTuningShards(t *testing.T) {
 	if err != nil || cfg.Tuning.Shards != 4 {
 		t.Fatalf("shards = 4: %v, %+v", err, cfg)
 	}
-	for _, c := range []struct{ text, want string }{
+	assertFirstErrors(t, []struct{ text, want string }{
 		{shardBase + "[tuning]\nshards = 300\n", "s.toml:7: tuning.shards: 300 out of range 0..256"},
 		{shardBase + "[tuning]\nshards = -1\n", "s.toml:7: tuning.shards: -1 out of range 0..256"},
 		{shardBase + "[tuning]\nshards = \"two\"\n", "s.toml:7: tuning.shards: wrong type: got string, want integer"},
 		{shardBase + "[tuning]\nshard = 2\n", "s.toml:7: tuning.shard: unknown key"},
 		{"[connection]\nrole = \"client\"\nsecurity = \"none\"\n[[path]]\nname = \"a\"\nremote = \"192.0.2.1\"\n[tuning]\nshards = 2\n",
 			"s.toml:8: tuning.shards: a client has one connection and one owner; shards is for a concentrator (role = \"server\")"},
-	} {
-		if got := firstError(t, c.text); got != c.want {
-			t.Errorf("got  %q\nwant %q", got, c.want)
-		}
-	}
+	})
 }
 
 func TestTuningServerID(t *testing.T) {
@@ -41,16 +37,12 @@ func TestTuningServerID(t *testing.T) {
 	if err != nil || !cfg.Tuning.HasServerID || cfg.Tuning.ServerID != 0 {
 		t.Fatalf("server_id = 0: %v, %+v", err, cfg.Tuning)
 	}
-	for _, c := range []struct{ text, want string }{
+	assertFirstErrors(t, []struct{ text, want string }{
 		{shardBase + "[tuning]\nserver_id = 16\n", "s.toml:7: tuning.server_id: 16 out of range 0..15"},
 		{shardBase + "[tuning]\nserver_id = -1\n", "s.toml:7: tuning.server_id: -1 out of range 0..15"},
 		{"[connection]\nrole = \"client\"\nsecurity = \"none\"\n[[path]]\nname = \"a\"\nremote = \"192.0.2.1\"\n[tuning]\nserver_id = 1\n",
 			"s.toml:8: tuning.server_id: server_id numbers a concentrator behind a load balancer (role = \"server\")"},
-	} {
-		if got := firstError(t, c.text); got != c.want {
-			t.Errorf("got  %q\nwant %q", got, c.want)
-		}
-	}
+	})
 }
 
 func TestTuningJoinPortBase(t *testing.T) {
@@ -63,14 +55,10 @@ func TestTuningJoinPortBase(t *testing.T) {
 	if err != nil || cfg.Tuning.JoinPortBase != 6600 {
 		t.Fatalf("join_port_base = 6600: %v, %+v", err, cfg.Tuning)
 	}
-	for _, c := range []struct{ text, want string }{
+	assertFirstErrors(t, []struct{ text, want string }{
 		{cpe + "join_port_base = 65530\n", "s.toml:8: tuning.join_port_base: 65530 out of range 1..65520"},
 		{cpe + "join_port_base = 0\n", "s.toml:8: tuning.join_port_base: 0 out of range 1..65520"},
 		{shardBase + "[tuning]\njoin_port_base = 6600\n",
 			"s.toml:7: tuning.join_port_base: join_port_base tells a CPE (role = \"client\") where its joins go; a concentrator listens on its port with a [[listen]]"},
-	} {
-		if got := firstError(t, c.text); got != c.want {
-			t.Errorf("got  %q\nwant %q", got, c.want)
-		}
-	}
+	})
 }
