@@ -26,6 +26,18 @@ func newTwoPathWorld(t *testing.T, seed int64) *world {
 	return w
 }
 
+// srvSubflows counts the subflows of the concentrator's first connection
+// that are not closed.
+func (w *world) srvSubflows() int {
+	n := 0
+	for _, in := range w.srv.Conns()[0].PathInfos(nil) {
+		if !in.Closed {
+			n++
+		}
+	}
+	return n
+}
+
 // requireOpen waits up to 5 s for n open paths and ends the test
 // without them.
 func (w *world) requireOpen(n int) {
@@ -266,12 +278,7 @@ func TestAddressChange(t *testing.T) {
 	if _, s := w.openPaths(); s != 2 {
 		t.Errorf("concentrator has %d healthy paths", s)
 	}
-	srvPaths := 0
-	for _, in := range w.srv.Conns()[0].PathInfos(nil) {
-		if !in.Closed {
-			srvPaths++
-		}
-	}
+	srvPaths := w.srvSubflows()
 	if srvPaths != 2 {
 		t.Errorf("concentrator holds %d subflows, want 2:\n%s", srvPaths, w.eventLog(1))
 	}
@@ -331,12 +338,7 @@ func TestLongOutageRejoins(t *testing.T) {
 	}
 	// The concentrator holds no stale subflow for long.
 	w.run(2 * time.Minute)
-	n := 0
-	for _, in := range w.srv.Conns()[0].PathInfos(nil) {
-		if !in.Closed {
-			n++
-		}
-	}
+	n := w.srvSubflows()
 	if n != 2 {
 		t.Errorf("concentrator holds %d subflows:\n%s", n, w.eventLog(1))
 	}
@@ -725,12 +727,7 @@ func TestReconfigure(t *testing.T) {
 	if w.cliMgr.Conn() != conn {
 		t.Error("the connection did not survive the reload")
 	}
-	n := 0
-	for _, in := range w.srv.Conns()[0].PathInfos(nil) {
-		if !in.Closed {
-			n++
-		}
-	}
+	n := w.srvSubflows()
 	if n != 2 {
 		t.Errorf("concentrator holds %d subflows:\n%s", n, w.eventLog(1))
 	}
