@@ -8,6 +8,17 @@ import (
 	"testing"
 )
 
+func TestPrintIndents(t *testing.T) {
+	var b bytes.Buffer
+	if err := Print(&b, map[string]any{"ok": true, "n": []int{1}}); err != nil {
+		t.Fatal(err)
+	}
+	want := "{\n  \"n\": [\n    1\n  ],\n  \"ok\": true\n}\n"
+	if b.String() != want {
+		t.Fatalf("got %q, want %q", b.String(), want)
+	}
+}
+
 func TestStripFlag(t *testing.T) {
 	for _, tc := range []struct {
 		args   []string
@@ -29,16 +40,5 @@ func TestStripFlag(t *testing.T) {
 		if !slices.Equal(in, tc.args) {
 			t.Errorf("StripFlag changed its argument: %q", in)
 		}
-	}
-}
-
-func TestPrintIndents(t *testing.T) {
-	var b bytes.Buffer
-	if err := Print(&b, map[string]any{"ok": true, "n": []int{1}}); err != nil {
-		t.Fatal(err)
-	}
-	want := "{\n  \"n\": [\n    1\n  ],\n  \"ok\": true\n}\n"
-	if b.String() != want {
-		t.Fatalf("got %q, want %q", b.String(), want)
 	}
 }
