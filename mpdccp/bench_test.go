@@ -51,24 +51,10 @@ func (p *pipe) step() {
 		moved = false
 		for side := 0; side < 2; side++ {
 			e, peer := p.ep[side], p.ep[1-side]
-			if e.Deadline() <= p.now {
-				e.HandleTimer(p.now)
-			}
-			for {
-				t, ok := e.PollTransmit(p.now, p.buf)
-				if !ok {
-					break
-				}
+			if pumpOut(e, p.now, p.buf, func(t Transmit, dg []byte) { handOver(peer, p.now, side, t, dg, 0) }) {
 				moved = true
-				handOver(peer, p.now, side, t, p.buf[:t.N], 0)
 			}
-			for {
-				_, _, ok := e.PollDeliver(p.now, p.dbuf)
-				if !ok {
-					break
-				}
-				p.recvd++
-			}
+			p.recvd += drainDelivered(e, p.now, p.dbuf, nil)
 		}
 	}
 }

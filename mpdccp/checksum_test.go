@@ -43,35 +43,24 @@ func (n *natPipe) step() {
 		moved = false
 		for side := 0; side < 2; side++ {
 			e, peer := n.ep[side], n.ep[1-side]
-			if e.Deadline() <= n.now {
-				e.HandleTimer(n.now)
-			}
-			for {
-				t, ok := e.PollTransmit(n.now, n.buf)
-				if !ok {
-					break
-				}
-				moved = true
-				b := append([]byte(nil), n.buf[:t.N]...)
+			if pumpOut(e, n.now, n.buf, func(t Transmit, dg []byte) {
+				b := append([]byte(nil), dg...)
 				if n.corrupt != nil {
 					n.corrupt(side, b)
 				}
 				if side == sideClient {
 					peer.HandleDatagram(n.now, 0, n.public[t.Local], n.to(sideServer), b, 0)
-					continue
+					return
 				}
 				for i, pub := range n.public {
 					if pub == t.Remote {
 						peer.HandleDatagram(n.now, i, srvAddr, cliAddr(i).Addr(), b, 0)
 					}
 				}
+			}) {
+				moved = true
 			}
-			for {
-				if _, _, ok := e.PollDeliver(n.now, n.buf); !ok {
-					break
-				}
-				n.got[side]++
-			}
+			n.got[side] += drainDelivered(e, n.now, n.buf, nil)
 		}
 	}
 }

@@ -59,16 +59,7 @@ func (p *ecnPipe) step() {
 		moved = false
 		for side := 0; side < 2; side++ {
 			e, peer := p.ep[side], p.ep[1-side]
-			if e.Deadline() <= p.now {
-				e.HandleTimer(p.now)
-			}
-			for {
-				t, ok := e.PollTransmit(p.now, p.buf)
-				if !ok {
-					break
-				}
-				moved = true
-				dg := p.buf[:t.N]
+			if pumpOut(e, p.now, p.buf, func(t Transmit, dg []byte) {
 				outer := t.ECN
 				if side == 0 {
 					if isData(dg) {
@@ -79,16 +70,14 @@ func (p *ecnPipe) step() {
 					}
 				}
 				handOver(peer, p.now, side, t, dg, outer)
+			}) {
+				moved = true
 			}
-			for {
-				n, _, ok := e.PollDeliver(p.now, p.dbuf)
-				if !ok {
-					break
-				}
+			drainDelivered(e, p.now, p.dbuf, func(pkt []byte) {
 				if side == 1 {
-					p.got = append(p.got, append([]byte(nil), p.dbuf[:n]...))
+					p.got = append(p.got, append([]byte(nil), pkt...))
 				}
-			}
+			})
 		}
 	}
 	p.now = p.now.Add(time.Millisecond)

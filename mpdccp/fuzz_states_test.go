@@ -79,26 +79,24 @@ func newStatePipe(tb testing.TB, secure bool, state int) *statePipe {
 	return p
 }
 
+// sendOne sends pkt from the client, moves everything across once each
+// way and advances the clock by 10 µs.
+func (p *statePipe) sendOne(pkt []byte) {
+	p.conn.Send(p.now, pkt)
+	p.move(0, true)
+	p.move(1, true)
+	p.now = p.now.Add(10 * time.Microsecond)
+}
+
 // move sends what side has to the other side (deliver) or drops it.
 func (p *statePipe) move(side int, deliver bool) {
 	e, peer := p.ep[side], p.ep[1-side]
-	if e.Deadline() <= p.now {
-		e.HandleTimer(p.now)
-	}
-	for {
-		t, ok := e.PollTransmit(p.now, p.buf)
-		if !ok {
-			break
-		}
+	pumpOut(e, p.now, p.buf, func(t Transmit, dg []byte) {
 		if deliver {
-			handOver(peer, p.now, side, t, p.buf[:t.N], 0)
+			handOver(peer, p.now, side, t, dg, 0)
 		}
-	}
-	for {
-		if _, _, ok := e.PollDeliver(p.now, p.buf); !ok {
-			break
-		}
-	}
+	})
+	drainDelivered(e, p.now, p.buf, nil)
 	for {
 		if _, ok := e.PollEvent(); !ok {
 			break
@@ -119,17 +117,10 @@ func stateSeeds(tb testing.TB, secure bool) [][]byte {
 		}
 		for side := 0; side < 2; side++ {
 			e, peer := p.ep[side], p.ep[1-side]
-			if e.Deadline() <= p.now {
-				e.HandleTimer(p.now)
-			}
-			for {
-				t, ok := e.PollTransmit(p.now, p.buf)
-				if !ok {
-					break
-				}
-				out = append(out, append([]byte(nil), p.buf[:t.N]...))
-				handOver(peer, p.now, side, t, p.buf[:t.N], 0)
-			}
+			pumpOut(e, p.now, p.buf, func(t Transmit, dg []byte) {
+				out = append(out, append([]byte(nil), dg...))
+				handOver(peer, p.now, side, t, dg, 0)
+			})
 		}
 		p.now = p.now.Add(time.Millisecond)
 	}

@@ -663,30 +663,18 @@ func (k *concentrator) pump() {
 	for moved := true; moved; {
 		moved = false
 		for i, e := range k.cls {
-			if e.Deadline() <= k.now {
-				e.HandleTimer(k.now)
-			}
-			for {
-				tx, ok := e.PollTransmit(k.now, k.buf)
-				if !ok {
-					break
-				}
+			if pumpOut(e, k.now, k.buf, func(tx Transmit, dg []byte) {
+				k.srv.HandleDatagram(k.now, 0, concAddr(i, tx.Local), srvAddr.Addr(), dg, 0)
+			}) {
 				moved = true
-				k.srv.HandleDatagram(k.now, 0, concAddr(i, tx.Local), srvAddr.Addr(), k.buf[:tx.N], 0)
 			}
 		}
-		if k.srv.Deadline() <= k.now {
-			k.srv.HandleTimer(k.now)
-		}
-		for {
-			tx, ok := k.srv.PollTransmit(k.now, k.buf)
-			if !ok {
-				break
-			}
-			moved = true
+		if pumpOut(k.srv, k.now, k.buf, func(tx Transmit, dg []byte) {
 			a := tx.Remote.Addr().As4()
 			cl, path := int(a[1])<<8|int(a[2]), int(a[3])-1
-			k.cls[cl].HandleDatagram(k.now, path, srvAddr, tx.Remote.Addr(), k.buf[:tx.N], 0)
+			k.cls[cl].HandleDatagram(k.now, path, srvAddr, tx.Remote.Addr(), dg, 0)
+		}) {
+			moved = true
 		}
 		for {
 			n, c, ok := k.srv.PollDeliver(k.now, k.dbuf)

@@ -46,20 +46,14 @@ func BenchmarkEnginePacketSecure(b *testing.B) {
 			p := securePipe(b, aead)
 			pkt := innerPkt("10.99.0.2", 1200, 7)
 			for i := 0; i < 5000; i++ {
-				p.conn.Send(p.now, pkt)
-				p.move(0, true)
-				p.move(1, true)
-				p.now = p.now.Add(10 * time.Microsecond)
+				p.sendOne(pkt)
 			}
 			b.ReportAllocs()
 			b.SetBytes(int64(len(pkt)))
 			start := p.deliveredByServer()
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
-				p.conn.Send(p.now, pkt)
-				p.move(0, true)
-				p.move(1, true)
-				p.now = p.now.Add(10 * time.Microsecond)
+				p.sendOne(pkt)
 			}
 			b.StopTimer()
 			if got := p.deliveredByServer() - start; got < uint64(b.N)*9/10 {
@@ -73,17 +67,11 @@ func TestSecureSteadyStateAllocs(t *testing.T) {
 	p := securePipe(t, "chacha20poly1305")
 	pkt := innerPkt("10.99.0.2", 1200, 7)
 	for i := 0; i < 5000; i++ {
-		p.conn.Send(p.now, pkt)
-		p.move(0, true)
-		p.move(1, true)
-		p.now = p.now.Add(10 * time.Microsecond)
+		p.sendOne(pkt)
 	}
 	before := p.deliveredByServer()
 	allocs := testing.AllocsPerRun(2000, func() {
-		p.conn.Send(p.now, pkt)
-		p.move(0, true)
-		p.move(1, true)
-		p.now = p.now.Add(10 * time.Microsecond)
+		p.sendOne(pkt)
 	})
 	if p.deliveredByServer()-before < 1900 {
 		t.Fatalf("delivered %d of 2000 (drops %v)", p.deliveredByServer()-before, p.ep[1].Stats().Dropped)

@@ -96,6 +96,39 @@ func directPaths(n int) []PathConfig {
 	return pcs
 }
 
+// pumpOut fires e's timer when it is due at now and hands each datagram
+// e sends (in buf) to out; it reports whether there was any.
+func pumpOut(e *Endpoint, now mono.Time, buf []byte, out func(t Transmit, dg []byte)) bool {
+	if e.Deadline() <= now {
+		e.HandleTimer(now)
+	}
+	sent := false
+	for {
+		t, ok := e.PollTransmit(now, buf)
+		if !ok {
+			return sent
+		}
+		sent = true
+		out(t, buf[:t.N])
+	}
+}
+
+// drainDelivered takes every inner packet e delivers (in buf), hands each
+// to each when it is not nil, and returns how many there were.
+func drainDelivered(e *Endpoint, now mono.Time, buf []byte, each func(pkt []byte)) int {
+	n := 0
+	for {
+		l, _, ok := e.PollDeliver(now, buf)
+		if !ok {
+			return n
+		}
+		n++
+		if each != nil {
+			each(buf[:l])
+		}
+	}
+}
+
 // handOver gives peer the datagram dg that side sent (t) as it arrives on
 // the direct topology: the client's from cliAddr(t.Local) to srvAddr, the
 // server's from srvAddr to the client's address; ecn is its outer field.
