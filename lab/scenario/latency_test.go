@@ -34,19 +34,14 @@ func TestLatencyTablesParseErrors(t *testing.T) {
 	}
 }
 
-const latencyScenario = `
-name = "latency"
-duration = "3s"
-seed = 3
-peers = ["none", "mptcp"]
-` + twoPaths + `[traffic.bulk]
+var latencyScenario = twoPathScenario("latency", "3s", `["none", "mptcp"]`, `[traffic.bulk]
 cc = "cubic"
 [traffic.idle]
 pings = 5
 ping_interval = "10ms"
 transfers = ["10KB"]
 repeat = 2
-`
+`)
 
 func TestIdlePhaseAndMPTCPCheck(t *testing.T) {
 	needRoot(t)
@@ -91,12 +86,7 @@ func TestIdlePhaseAndMPTCPCheck(t *testing.T) {
 	assertNothingLeft(t, os.Getpid())
 }
 
-const udpWebScenario = `
-name = "udp-web"
-duration = "4s"
-seed = 3
-peers = ["none"]
-` + twoPaths + `[traffic.udp]
+var udpWebScenario = twoPathScenario("udp-web", "4s", `["none"]`, `[traffic.udp]
 load = 0.4
 [traffic.web]
 rate = 20
@@ -105,7 +95,7 @@ capture = true
 sizes = ["10KB"]
 start = "1s"
 gap = "50ms"
-`
+`)
 
 func TestUDPWebDelayAndTransfers(t *testing.T) {
 	needRoot(t)

@@ -102,10 +102,17 @@ func needRoot(t *testing.T) {
 	}
 }
 
-// twoPaths is the test bed of the scenarios below: path a 10 Mbit/s with
-// a 10 ms RTT, path b 20 Mbit/s with 40 ms (the tests' RTT and capacity
-// bounds follow from it).
-const twoPaths = `[[path]]
+// twoPathScenario is a scenario with seed 3 on the tests' test bed: path
+// a 10 Mbit/s with a 10 ms RTT, path b 20 Mbit/s with 40 ms (the tests'
+// RTT and capacity bounds follow from it); tables are its traffic and
+// event tables.
+func twoPathScenario(name, duration, peers, tables string) string {
+	return fmt.Sprintf(`
+name = %q
+duration = %q
+seed = 3
+peers = %s
+[[path]]
 name = "a"
 rate = "10mbit"
 rtt = "10ms"
@@ -113,14 +120,10 @@ rtt = "10ms"
 name = "b"
 rate = "20mbit"
 rtt = "40ms"
-`
+`, name, duration, peers) + tables
+}
 
-const shortScenario = `
-name = "short"
-duration = "4s"
-seed = 3
-peers = ["none", "mptcp"]
-` + twoPaths + `[traffic.bulk]
+var shortScenario = twoPathScenario("short", "4s", `["none", "mptcp"]`, `[traffic.bulk]
 cc = "cubic"
 [traffic.probe]
 pps = 200
@@ -128,7 +131,7 @@ pps = 200
 at = "2s"
 path = "b"
 action = "blackhole"
-`
+`)
 
 // runScenario runs the scenario text with its report in out.
 func runScenario(t *testing.T, text, out string) *report.Results {
