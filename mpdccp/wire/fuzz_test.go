@@ -17,7 +17,7 @@ func addPacketSeeds(f *testing.F) {
 }
 
 // reencode builds p again from its parsed parts: the header, each option
-// as the iterator returned it, the payload.
+// as the iterator returned it (which must not fail), the payload.
 func reencode(t *testing.T, p *Packet, buf []byte) []byte {
 	var b Builder
 	if err := b.Begin(buf, &p.Header); err != nil {
@@ -32,6 +32,9 @@ func reencode(t *testing.T, p *Packet, buf []byte) []byte {
 		if err := b.Option(o.Type, o.Data); err != nil {
 			t.Fatalf("re-adding option %d: %v", o.Type, err)
 		}
+	}
+	if it.Err() != nil {
+		t.Fatalf("options of a parsed packet: %v", it.Err())
 	}
 	n, err := b.Finish(p.Payload)
 	if err != nil {

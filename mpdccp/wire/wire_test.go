@@ -198,30 +198,8 @@ func TestDecodePackets(t *testing.T) {
 				t.Fatalf("payload %x, want %x", p.Payload, tc.payload)
 			}
 			// Re-encode the parsed options verbatim: same bytes.
-			buf := make([]byte, 1500)
-			var b Builder
-			if err := b.Begin(buf, &p.Header); err != nil {
-				t.Fatal(err)
-			}
-			it := NewOptionIter(p.Options)
-			for {
-				o, ok := it.Next()
-				if !ok {
-					break
-				}
-				if err := b.Option(o.Type, o.Data); err != nil {
-					t.Fatal(err)
-				}
-			}
-			if it.Err() != nil {
-				t.Fatal(it.Err())
-			}
-			n, err := b.Finish(p.Payload)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if !bytes.Equal(buf[:n], tc.want) {
-				t.Fatalf("re-encoded\n got %x\nwant %x", buf[:n], tc.want)
+			if got := reencode(t, &p, make([]byte, 1500)); !bytes.Equal(got, tc.want) {
+				t.Fatalf("re-encoded\n got %x\nwant %x", got, tc.want)
 			}
 		})
 	}
