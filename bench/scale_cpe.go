@@ -3,6 +3,7 @@
 package bench
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"net/netip"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/mptun/mptun/ccid/aqm"
 	"github.com/mptun/mptun/internal/defaults"
+	"github.com/mptun/mptun/internal/inetsum"
 	"github.com/mptun/mptun/internal/mono"
 	"github.com/mptun/mptun/mpdccp"
 	"github.com/mptun/mptun/mpdccp/noise"
@@ -370,37 +372,17 @@ func bulkPacket(src, dst netip.Addr, n int) []byte {
 	p[8], p[9] = 64, 17 // TTL, UDP
 	copy(p[12:16], src.AsSlice())
 	copy(p[16:20], dst.AsSlice())
-	var sum uint32
-	for i := 0; i < 20; i += 2 {
-		sum += uint32(p[i])<<8 | uint32(p[i+1])
-	}
-	for sum > 0xffff {
-		sum = sum&0xffff + sum>>16
-	}
-	p[10], p[11] = byte(^sum>>8), byte(^sum)
+	binary.BigEndian.PutUint16(p[10:], inetsum.Checksum(p[:20]))
 	udp := p[20:]
 	udp[0], udp[1], udp[2], udp[3] = 0x9c, 0x40, 0x9c, 0x41 // 40000 → 40001
 	l := n - 20
 	udp[4], udp[5] = byte(l>>8), byte(l)
 	// A real checksum, as senders use: the concentrator's TUN coalesces
 	// (GRO) only packets whose checksum verifies.
-	sum = uint32(17) + uint32(l)
-	for i := 12; i < 20; i += 2 {
-		sum += uint32(p[i])<<8 | uint32(p[i+1])
-	}
-	for i := 0; i+1 < l; i += 2 {
-		sum += uint32(udp[i])<<8 | uint32(udp[i+1])
-	}
-	if l%2 == 1 {
-		sum += uint32(udp[l-1]) << 8
-	}
-	for sum > 0xffff {
-		sum = sum&0xffff + sum>>16
-	}
-	c := ^uint16(sum)
+	c := inetsum.Finish(inetsum.Sum(inetsum.PseudoHeader(src, dst, 17, l), udp))
 	if c == 0 {
 		c = 0xffff
 	}
-	udp[6], udp[7] = byte(c>>8), byte(c)
+	binary.BigEndian.PutUint16(udp[6:], c)
 	return p
 }
