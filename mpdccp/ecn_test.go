@@ -92,14 +92,7 @@ func innerECN(id uint32, v uint8) []byte {
 	pkt = append(pkt, make([]byte, 200-len(pkt))...)
 	binary.BigEndian.PutUint16(pkt[2:], uint16(len(pkt)))
 	pkt[1] = v
-	var s uint32
-	for i := 0; i < 20; i += 2 {
-		s += uint32(binary.BigEndian.Uint16(pkt[i:]))
-	}
-	for s>>16 != 0 {
-		s = s&0xffff + s>>16
-	}
-	binary.BigEndian.PutUint16(pkt[10:], ^uint16(s))
+	setIPv4Checksum(pkt)
 	return pkt
 }
 
