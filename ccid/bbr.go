@@ -1175,18 +1175,43 @@ func (b *BBR) CanSend(now mono.Time) bool { return float64(b.t.inFlightBytes) < 
 func (b *BBR) SendTime(now mono.Time) mono.Time { return b.p.SendTime(now, b.mss) }
 
 // AckRatio asks for about 32 acks per window, as CCID2 does; the stretch
-// this causes is budgeted by extra_acked.
+// this causes is budgeted by extra_acked. At high packet rates it asks for
+// fewer (from stretchPPS on), about ackRateTarget per second but never
+// fewer than minAcksPerWindow per window: at a Gbit/s an ack every few packets costs
+// the receiver a send (and the sender a receive) per ack, about a tenth of
+// the tunnel's CPU, while BBR needs no ack clock (it paces) and its rate
+// samples lose nothing to stretch acks (Linux TCP acks 64 KB GRO segments).
+// A power of two, so that it changes rarely; at most ceil(cwnd/2) (RFC
+// 4341 §6.1.2) and 64, the largest a receiver here honours.
 func (b *BBR) AckRatio() int {
 	pk := int(b.cwnd) / b.mss
 	if b.inRTO || pk <= 2 {
 		return 1
 	}
 	r := 2
-	for r < 64 && 2*r*32 <= pk {
+	for r < maxAckRatio && 2*r*32 <= pk {
 		r *= 2
+	}
+	if pps := b.bw / float64(max(b.mss, 1)); pps >= stretchPPS {
+		for r < maxAckRatio && float64(r)*ackRateTarget < pps && 2*r*minAcksPerWindow <= pk {
+			r *= 2
+		}
 	}
 	return min(r, (pk+1)/2)
 }
+
+const (
+	// maxAckRatio is the largest Ack Ratio asked for.
+	maxAckRatio = 64
+	// stretchPPS is the delivery rate (packets per second, about 230
+	// Mbit/s of full packets) from which BBR stretches acks beyond 32 per
+	// window; slower paths keep the acks CCID2 would ask for.
+	stretchPPS = 20000
+	// ackRateTarget is the ack rate (per second) the stretch aims at.
+	ackRateTarget = 2000
+	// minAcksPerWindow bounds that stretch.
+	minAcksPerWindow = 8
+)
 
 func (b *BBR) State() State {
 	ps := b.p.Stats()

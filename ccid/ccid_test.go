@@ -408,3 +408,41 @@ func TestPathRestored(t *testing.T) {
 		}
 	}
 }
+
+// BBR's Ack Ratio: about 32 acks per window on slow paths; at high packet
+// rates stretched towards ackRateTarget acks per second, but never above
+// 64, ceil(cwnd/2) (RFC 4341 §6.1.2), nor to fewer than minAcksPerWindow
+// acks per window.
+func TestBBRAckRatioStretch(t *testing.T) {
+	b := NewBBR(Config{MSS: 1400})
+	mss := float64(b.mss)
+	for _, c := range []struct {
+		cwnd int     // packets
+		pps  float64 // delivery rate
+		want int
+	}{
+		{cwnd: 100, pps: 8500, want: 2},     // 100 Mbit/s: 32 acks per window
+		{cwnd: 650, pps: 8500, want: 16},    // a large window at a slow rate: 32 per window
+		{cwnd: 650, pps: 100000, want: 64},  // 1.1 Gbit/s, the veth benchmark
+		{cwnd: 250, pps: 100000, want: 16},  // at least 8 acks per window
+		{cwnd: 650, pps: 50000, want: 32},   // about 2000 acks/s
+		{cwnd: 5000, pps: 500000, want: 64}, // never above 64
+	} {
+		b.cwnd, b.bw = float64(c.cwnd)*mss, c.pps*mss
+		if got := b.AckRatio(); got != c.want {
+			t.Errorf("cwnd %d, %.0f pps: Ack Ratio %d, want %d", c.cwnd, c.pps, got, c.want)
+		}
+	}
+	for cwnd := 1; cwnd < 3000; cwnd++ {
+		for _, pps := range []float64{0, 1e4, 1e5, 1e6} {
+			b.cwnd, b.bw = float64(cwnd)*mss, pps*mss
+			r := b.AckRatio()
+			if r < 1 || r > 64 || cwnd > 1 && r > (cwnd+1)/2 {
+				t.Fatalf("cwnd %d, %.0f pps: Ack Ratio %d out of bounds", cwnd, pps, r)
+			}
+			if r > 2 && cwnd/r < minAcksPerWindow {
+				t.Fatalf("cwnd %d, %.0f pps: Ack Ratio %d leaves %d acks per window", cwnd, pps, r, cwnd/r)
+			}
+		}
+	}
+}

@@ -4,12 +4,13 @@
 // batches of packets between the TUN device, the engine and the per-path
 // UDP sockets. It is the only package with goroutines on the packet path.
 //
-// One goroutine (run) owns the mpdccp.Endpoint. Reader goroutines fill
-// preallocated batches from the TUN device and from each socket and hand
-// them over channels; the owner feeds the engine, then drains what the
-// engine wants sent into sendmmsg batches per socket and what it delivers
-// into one TUN write batch. Buffers circulate through free channels, so
-// the steady state allocates nothing.
+// The mpdccp.Endpoint is driven by whichever goroutine has work, one at
+// a time (Datapath.mu): a reader that filled its preallocated batch from
+// the TUN device or a socket, the timer goroutine, or Run for control
+// calls. It feeds the engine, then drains what the engine wants sent into
+// sendmmsg batches per socket and what it delivers into one TUN write
+// batch. Every buffer is preallocated, so the steady state allocates
+// nothing.
 package datapath
 
 import (
@@ -37,7 +38,6 @@ const (
 	// tunWriteBufSize lets the device coalesce (GRO) into a write buffer.
 	tunWriteBufSize = 64 << 10
 	udpBufSize      = 2048
-	batchesInFlight = 4
 	maxBatch        = 128
 )
 
@@ -111,13 +111,12 @@ type udpBatch struct {
 	n    int
 }
 
-// sockSlot is one socket: its reader's free batches and its send batch.
-// A removed socket's slot index may be reused; batches still in flight
-// from the old socket are recognised by their slot pointer and dropped.
+// sockSlot is one socket and its send batch. A removed socket's slot
+// index may be reused; a batch its reader still holds is recognised by
+// its slot pointer and dropped.
 type sockSlot struct {
 	idx     int
 	sock    Socket
-	free    chan *udpBatch
 	tx      []netio.Message
 	txN     int
 	removed atomic.Bool
@@ -138,13 +137,17 @@ type Datapath struct {
 	onEvent func(ev mpdccp.Event)
 	learn   func(src netip.Addr)
 
-	tunIn   chan *tunBatch
-	tunFree chan *tunBatch
-	udpIn   chan *udpBatch
-	slots   []*sockSlot // by socket index; nil: free
-	ctl     chan func()
-	wake    chan struct{}
-	hook    Hook
+	// mu is held by the goroutine driving the engine; everything below
+	// is guarded by it.
+	mu      sync.Mutex
+	running bool // between Run's start and its return
+	closing bool // Run's context is done: the connections are closing
+	closeBy mono.Time
+	closed  chan struct{} // every connection closed (or closeBy passed)
+
+	slots []*sockSlot // by socket index; nil: free
+	ctl   chan func()
+	hook  Hook
 
 	// Readers started after Run began use these.
 	readCtx context.Context
@@ -199,12 +202,9 @@ func New(cfg Config) (*Datapath, error) {
 		ep:      cfg.Endpoint,
 		log:     cfg.Logger,
 		Stats:   new(Stats),
-		tunIn:   make(chan *tunBatch, batchesInFlight),
-		tunFree: make(chan *tunBatch, batchesInFlight),
-		udpIn:   make(chan *udpBatch, batchesInFlight*max(len(cfg.Sockets), 4)),
+		closed:  make(chan struct{}, 1),
 		ctl:     make(chan func(), 16),
 		hook:    cfg.Hook,
-		wake:    make(chan struct{}, 1),
 		timer:   t,
 		armed:   mono.Never,
 		icmpBuf: make([]byte, 0, 1500),
@@ -212,15 +212,6 @@ func New(cfg Config) (*Datapath, error) {
 		fatal:   make(chan error, 1),
 	}
 	d.SetCapture(cfg.Capture)
-	bs := min(max(cfg.Device.BatchSize(), 1), maxBatch)
-	readBuf := tunOffset + max(cfg.InnerMTU, 1500) + 64
-	for range batchesInFlight {
-		b := &tunBatch{bufs: make([][]byte, bs), sizes: make([]int, bs)}
-		for i := range b.bufs {
-			b.bufs[i] = make([]byte, readBuf)
-		}
-		d.tunFree <- b
-	}
 	d.spare.Buf = make([]byte, udpBufSize)
 	d.tunOut = make([][]byte, maxBatch)
 	for i := range d.tunOut {
@@ -241,14 +232,7 @@ func (d *Datapath) addSlot(s Socket) *sockSlot {
 			break
 		}
 	}
-	sl := &sockSlot{idx: idx, sock: s, free: make(chan *udpBatch, batchesInFlight), tx: make([]netio.Message, maxBatch)}
-	for range batchesInFlight {
-		b := &udpBatch{slot: sl, msgs: make([]netio.Message, maxBatch)}
-		for i := range b.msgs {
-			b.msgs[i].Buf = make([]byte, udpBufSize)
-		}
-		sl.free <- b
-	}
+	sl := &sockSlot{idx: idx, sock: s, tx: make([]netio.Message, maxBatch)}
 	for i := range sl.tx {
 		sl.tx[i].Buf = make([]byte, udpBufSize)
 	}
@@ -323,13 +307,23 @@ func (d *Datapath) TimerLateness() (p50, p99, max time.Duration) {
 
 // Run moves packets until ctx is cancelled, then closes every connection
 // gracefully (MP_CLOSE) and returns after they closed or closeGrace passed.
+//
+// Whoever has input runs the engine: a reader that got a batch, the timer
+// goroutine when the timer fires, Run for control calls, each holding
+// d.mu for one round (input, flush, timers due, re-arm). Handing each
+// batch to an owner goroutine instead cost a wake-up and a context switch
+// per batch, the largest cost after the syscalls themselves.
 func (d *Datapath) Run(ctx context.Context, closeGrace time.Duration) error {
 	if d.shards != nil {
 		return d.runSharded(ctx, closeGrace)
 	}
 	readCtx, stopReaders := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
+	d.mu.Lock()
 	d.readCtx, d.readers = readCtx, &wg
+	d.running = true
+	d.arm(mono.Now(), d.ep.Deadline()) // a connection dialled before Run sends its Request now
+	d.mu.Unlock()
 	wg.Add(1)
 	go func() { defer wg.Done(); d.routineTimer() }()
 	if !d.fed { // a shard's datagrams and packets come from the front
@@ -343,6 +337,9 @@ func (d *Datapath) Run(ctx context.Context, closeGrace time.Duration) error {
 		}
 	}
 	defer func() {
+		d.mu.Lock()
+		d.running = false // late rounds of readers and the timer do nothing
+		d.mu.Unlock()
 		stopReaders()
 		d.timer.Close()
 		// Readers blocked in syscalls return once the device and sockets
@@ -350,61 +347,86 @@ func (d *Datapath) Run(ctx context.Context, closeGrace time.Duration) error {
 		go wg.Wait()
 	}()
 
-	var closing bool
-	var closeBy mono.Time
 	done := ctx.Done()
-	d.arm(mono.Now(), d.ep.Deadline()) // a connection dialled before Run sends its Request now
 	for {
 		select {
-		case b := <-d.tunIn:
-			d.handleTUN(mono.Now(), b)
-			d.tunFree <- b
-		case b := <-d.udpIn:
-			if !b.slot.removed.Load() {
-				d.handleUDP(mono.Now(), b)
-			}
-			b.slot.free <- b
-		case <-d.wake:
-			d.runTimers(closing)
 		case fn := <-d.ctl:
+			d.mu.Lock()
 			fn()
+			d.endRound()
+			d.mu.Unlock()
 		case err := <-d.fatal:
 			return err
+		case <-d.closed:
+			return nil
 		case <-done:
 			done = nil
-			closing = true
+			d.mu.Lock()
+			d.closing = true
 			now := mono.Now()
-			closeBy = now.Add(closeGrace)
+			d.closeBy = now.Add(closeGrace)
 			if d.hook != nil {
 				d.hook.Stop(now)
 			}
 			for _, c := range d.ep.Conns() {
 				c.Close(now)
 			}
+			d.endRound()
+			d.mu.Unlock()
 		}
-		now := mono.Now()
-		d.flush(now)
-		if closing {
-			if d.allClosed() || now >= closeBy {
-				return nil
-			}
-			d.arm(mono.Now(), mono.Min(d.ep.Deadline(), closeBy))
-			continue
-		}
-		// What fell due while this round ran (a pacing release during a
-		// long flush, an ack to send now) runs at once rather than by a
-		// timer that fires immediately: that costs a timerfd_settime, a
-		// wake of the timer goroutine and one of this one.
-		for range dueRounds {
-			now = mono.Now()
-			if d.deadline(closing) > now {
-				break
-			}
-			d.runTimers(closing)
-			d.flush(now)
-		}
-		d.arm(mono.Now(), d.deadline(closing))
 	}
+}
+
+// round runs one round of the engine for input (nil: the timer); before
+// Run started and after it returned, the input is dropped.
+func (d *Datapath) round(tb *tunBatch, ub *udpBatch) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if !d.running {
+		return
+	}
+	switch {
+	case tb != nil:
+		d.handleTUN(mono.Now(), tb)
+	case ub != nil:
+		if !ub.slot.removed.Load() {
+			d.handleUDP(mono.Now(), ub)
+		}
+	default:
+		d.runTimers()
+	}
+	d.endRound()
+}
+
+// endRound sends and delivers what the round produced, runs what fell
+// due meanwhile and re-arms the timer. Call it with d.mu held.
+func (d *Datapath) endRound() {
+	now := mono.Now()
+	d.flush(now)
+	if d.closing {
+		if d.allClosed() || now >= d.closeBy {
+			select {
+			case d.closed <- struct{}{}:
+			default:
+			}
+			return
+		}
+		d.arm(mono.Now(), mono.Min(d.ep.Deadline(), d.closeBy))
+		return
+	}
+	// What fell due while this round ran (a pacing release during a
+	// long flush, an ack to send now) runs at once rather than by a
+	// timer that fires immediately: that costs a timerfd_settime and a
+	// wake of the timer goroutine.
+	for range dueRounds {
+		now = mono.Now()
+		if d.deadline() > now {
+			break
+		}
+		d.runTimers()
+		d.flush(now)
+	}
+	d.arm(mono.Now(), d.deadline())
 }
 
 // dueRounds bounds how often one round runs timers that fell due during
@@ -413,37 +435,22 @@ func (d *Datapath) Run(ctx context.Context, closeGrace time.Duration) error {
 const dueRounds = 2
 
 // deadline is the earliest of the engine's and the hook's deadlines.
-func (d *Datapath) deadline(closing bool) mono.Time {
+func (d *Datapath) deadline() mono.Time {
 	dl := d.ep.Deadline()
-	if d.hook != nil && !closing {
+	if d.hook != nil && !d.closing {
 		dl = mono.Min(dl, d.hook.Deadline())
 	}
 	return dl
 }
 
 // runTimers runs the engine's and the hook's timers that are due.
-// Datagrams that arrived meanwhile go in first: a timer must not judge a
-// path by acknowledgements still in the queue (a busy host wakes late).
-func (d *Datapath) runTimers(closing bool) {
-	d.drainUDP()
+func (d *Datapath) runTimers() {
 	now := mono.Now()
 	if now >= d.ep.Deadline() {
 		d.ep.HandleTimer(now)
 	}
-	if d.hook != nil && !closing && now >= d.hook.Deadline() {
+	if d.hook != nil && !d.closing && now >= d.hook.Deadline() {
 		d.hook.HandleTimer(now)
-	}
-}
-
-// drainUDP handles the socket batches queued when it is called (not
-// those arriving meanwhile: under load it would never return).
-func (d *Datapath) drainUDP() {
-	for n := len(d.udpIn); n > 0; n-- {
-		b := <-d.udpIn
-		if !b.slot.removed.Load() {
-			d.handleUDP(mono.Now(), b)
-		}
-		b.slot.free <- b
 	}
 }
 
@@ -483,62 +490,65 @@ func (d *Datapath) arm(now, deadline mono.Time) {
 	}
 }
 
+// routineTimer runs the engine's timers when the precise timer fires.
 func (d *Datapath) routineTimer() {
 	for {
 		if _, err := d.timer.Wait(); err != nil {
 			return
 		}
-		select {
-		case d.wake <- struct{}{}:
-		default:
-		}
+		d.round(nil, nil)
 	}
 }
 
+// newTunBatch is a reader's batch of bs packet buffers.
+func (d *Datapath) newTunBatch(bs int) *tunBatch {
+	readBuf := tunOffset + max(d.cfg.InnerMTU, 1500) + 64
+	b := &tunBatch{bufs: make([][]byte, bs), sizes: make([]int, bs)}
+	for i := range b.bufs {
+		b.bufs[i] = make([]byte, readBuf)
+	}
+	return b
+}
+
+// newUDPBatch is a reader's batch for socket slot sl.
+func newUDPBatch(sl *sockSlot) *udpBatch {
+	b := &udpBatch{slot: sl, msgs: make([]netio.Message, maxBatch)}
+	for i := range b.msgs {
+		b.msgs[i].Buf = make([]byte, udpBufSize)
+	}
+	return b
+}
+
 func (d *Datapath) routineReadTUN(ctx context.Context) {
+	b := d.newTunBatch(min(max(d.cfg.Device.BatchSize(), 1), maxBatch))
 	for {
-		var b *tunBatch
-		select {
-		case b = <-d.tunFree:
-		case <-ctx.Done():
-			return
-		}
 		n, err := d.cfg.Device.Read(b.bufs, b.sizes, tunOffset)
 		if err != nil && n == 0 {
 			if errors.Is(err, tun.ErrTooManySegments) {
-				d.tunFree <- b
 				continue
 			}
-			d.tunFree <- b
 			if ctx.Err() == nil {
 				d.fail(fmt.Errorf("tun read: %w", err))
 			}
 			return
 		}
 		b.n = n
-		select {
-		case d.tunIn <- b:
-		case <-ctx.Done():
+		if ctx.Err() != nil {
 			return
 		}
+		d.round(b, nil)
 	}
 }
 
 func (d *Datapath) routineReadUDP(ctx context.Context, sl *sockSlot) {
 	s := sl.sock
+	b := newUDPBatch(sl)
 	for {
-		var b *udpBatch
-		select {
-		case b = <-sl.free:
-		case <-ctx.Done():
-			return
-		}
 		for i := range b.msgs {
 			b.msgs[i].Buf = b.msgs[i].Buf[:cap(b.msgs[i].Buf)]
 		}
 		n, err := s.ReadBatch(b.msgs)
 		if err != nil {
-			sl.free <- b
 			if ctx.Err() != nil || errors.Is(err, net.ErrClosed) || sl.removed.Load() {
 				return
 			}
@@ -549,11 +559,10 @@ func (d *Datapath) routineReadUDP(ctx context.Context, sl *sockSlot) {
 			continue
 		}
 		b.n = n
-		select {
-		case d.udpIn <- b:
-		case <-ctx.Done():
+		if ctx.Err() != nil {
 			return
 		}
+		d.round(nil, b)
 	}
 }
 

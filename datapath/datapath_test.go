@@ -160,3 +160,78 @@ func TestLoopbackTooBigGetsICMP(t *testing.T) {
 		t.Errorf("too-big drops = %d", cli.dp.Stats.DroppedTooBig.Load())
 	}
 }
+
+// The engine is driven by whichever goroutine has input (readers, timer,
+// Run for control calls), one at a time: control calls during traffic
+// see a consistent engine (the race detector checks the exclusion), and
+// once Run returned no reader drives it any more.
+func TestControlCallsDuringTrafficAndAfterRun(t *testing.T) {
+	srv, srvSock := newSide(t, mpdccp.Server, nil)
+	cli, cliSock := newSide(t, mpdccp.Client, nil)
+	defer func() {
+		srvSock.Close()
+		cliSock.Close()
+		cli.dev.Close()
+		srv.dev.Close()
+	}()
+	if _, err := cli.ep.Dial(mono.Now(), []mpdccp.PathConfig{{ID: 0, Local: 0, LocalAddr: cliSock.LocalAddr(),
+		Remote: srvSock.LocalAddr()}}); err != nil {
+		t.Fatal(err)
+	}
+	srvCtx, stopSrv := context.WithCancel(context.Background())
+	defer stopSrv()
+	go srv.dp.Run(srvCtx, 100*time.Millisecond)
+	cliCtx, stopCli := context.WithCancel(context.Background())
+	cliDone := make(chan error, 1)
+	go func() { cliDone <- cli.dp.Run(cliCtx, 100*time.Millisecond) }()
+
+	const n = 2000
+	go func() {
+		for i := uint32(0); i < n; i++ {
+			cli.dev.Inbound <- ipv4UDP(i, 1000, false)
+		}
+	}()
+	var calls, sent int
+	var got uint32
+	timeout := time.After(10 * time.Second)
+	for got+uint32(cli.dp.Stats.DroppedQueueFull.Load()) < n {
+		select {
+		case <-srv.dev.Outbound:
+			got++
+		case <-timeout:
+			t.Fatalf("%d of %d delivered", got, n)
+		default:
+			err := cli.dp.Do(context.Background(), func(now mono.Time, ep *mpdccp.Endpoint) {
+				for _, c := range ep.Conns() {
+					sent = int(c.Stats().SentPackets)
+				}
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			calls++
+		}
+	}
+	if calls == 0 || sent == 0 {
+		t.Fatalf("%d control calls, last saw %d packets sent", calls, sent)
+	}
+
+	stopCli()
+	select {
+	case err := <-cliDone:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Run did not return after its context ended")
+	}
+	read := cli.dp.Stats.TUNRead.Load()
+	select {
+	case cli.dev.Inbound <- ipv4UDP(n, 1000, false): // a reader may take it; the engine must not
+	case <-time.After(time.Second):
+	}
+	time.Sleep(100 * time.Millisecond)
+	if r := cli.dp.Stats.TUNRead.Load(); r != read {
+		t.Fatalf("%d packets fed to the engine after Run returned", r-read)
+	}
+}

@@ -23,12 +23,14 @@ import (
 // own SO_REUSEPORT sibling of every listen socket (which it sends on),
 // its own timer and its own send and delivery batches; crypto and the
 // engine's work thus run in parallel. The front reads: one goroutine per
-// socket hands each datagram to its connection's owner (Steer), one reads
-// the TUN device and hands each packet to the owner of its destination's
-// connection. Datagrams and packets move by swapping buffers into the
-// owners' own batches, which go over channels: nothing on the packet path
-// takes a lock or allocates. Owners share the TUN device for writing,
-// one batch at a time.
+// socket sorts each batch of datagrams by connection owner (Steer), one
+// reads the TUN device and sorts packets by the owner of their
+// destination's connection; the reader then runs each owner on its part
+// of the batch (holding that owner's lock for the round), rather than
+// waking an owner goroutine per batch. Datagrams and packets move by
+// swapping buffers into the reader's per-owner batches: nothing on the
+// packet path allocates, and there is one lock per owner and batch.
+// Owners share the TUN device for writing, one batch at a time.
 
 // Sharding configures a sharded data path.
 type Sharding struct {
@@ -110,6 +112,13 @@ func (d *Datapath) runSharded(ctx context.Context, closeGrace time.Duration) err
 	readCtx, stopReaders := context.WithCancel(context.Background())
 	shardCtx, stopShards := context.WithCancel(ctx)
 	defer stopShards()
+	for _, s := range d.shards {
+		// Before the readers start, so that no early datagram is dropped;
+		// each shard's Run arms its timer.
+		s.mu.Lock()
+		s.running = true
+		s.mu.Unlock()
+	}
 	var readers sync.WaitGroup
 	readers.Add(1)
 	go func() { defer readers.Done(); d.routineSteerTUN(readCtx) }()
@@ -173,7 +182,7 @@ func (d *Datapath) shardLateness() (p50, p99, mx time.Duration) {
 func (d *Datapath) Shards() int { return max(len(d.shards), 1) }
 
 // routineSteerUDP reads socket sock (index i of its owner's sockets) and
-// hands every datagram to its connection's owner.
+// runs every datagram's owner on it, one batch per owner.
 func (d *Datapath) routineSteerUDP(ctx context.Context, sock Socket, i int) {
 	t := d.front.steer.newTable()
 	read := make([]netio.Message, maxBatch)
@@ -181,6 +190,9 @@ func (d *Datapath) routineSteerUDP(ctx context.Context, sock Socket, i int) {
 		read[j].Buf = make([]byte, udpBufSize)
 	}
 	out := make([]*udpBatch, len(d.shards))
+	for s, sh := range d.shards {
+		out[s] = newUDPBatch(sh.slots[i])
+	}
 	var cands []int
 	for {
 		for j := range read {
@@ -195,49 +207,35 @@ func (d *Datapath) routineSteerUDP(ctx context.Context, sock Socket, i int) {
 			time.Sleep(time.Millisecond)
 			continue
 		}
+		if ctx.Err() != nil {
+			return
+		}
 		t.update() // after the read: see Steer
 		for j := 0; j < n; j++ {
 			m := &read[j]
 			s := t.shardFor(m.Buf[:m.N], m.Addr)
 			if s >= 0 {
-				if !d.steerDatagram(ctx, out, s, i, m, false) {
-					return
-				}
+				d.steerDatagram(out, s, m, false)
 				continue
 			}
 			cands = t.candidates(m.Buf[:m.N], cands[:0])
 			for _, s := range cands {
-				if !d.steerDatagram(ctx, out, s, i, m, true) {
-					return
-				}
+				d.steerDatagram(out, s, m, true)
 			}
 		}
 		for s, b := range out {
-			if b != nil {
-				out[s] = nil
-				select {
-				case d.shards[s].udpIn <- b:
-				case <-ctx.Done():
-					return
-				}
+			if b.n > 0 {
+				d.shards[s].round(nil, b)
+				b.n = 0
 			}
 		}
 	}
 }
 
-// steerDatagram puts m into shard s's batch for socket i (out[s]), by
-// swapping buffers, or copying when the datagram goes to several shards.
-func (d *Datapath) steerDatagram(ctx context.Context, out []*udpBatch, s, i int, m *netio.Message, cp bool) bool {
+// steerDatagram puts m into shard s's batch (out[s]), by swapping
+// buffers, or copying when the datagram goes to several shards.
+func (d *Datapath) steerDatagram(out []*udpBatch, s int, m *netio.Message, cp bool) {
 	b := out[s]
-	if b == nil {
-		select {
-		case b = <-d.shards[s].slots[i].free:
-		case <-ctx.Done():
-			return false
-		}
-		b.n = 0
-		out[s] = b
-	}
 	slot := &b.msgs[b.n]
 	if cp {
 		slot.Buf = slot.Buf[:cap(slot.Buf)]
@@ -248,27 +246,21 @@ func (d *Datapath) steerDatagram(ctx context.Context, out []*udpBatch, s, i int,
 	slot.N, slot.Addr, slot.TOS, slot.Local = m.N, m.Addr, m.TOS, m.Local
 	b.n++
 	if b.n == len(b.msgs) {
-		out[s] = nil
-		select {
-		case d.shards[s].udpIn <- b:
-		case <-ctx.Done():
-			return false
-		}
+		d.shards[s].round(nil, b)
+		b.n = 0
 	}
-	return true
 }
 
-// routineSteerTUN reads the TUN device and hands every packet to the
-// owner of its destination's connection.
+// routineSteerTUN reads the TUN device and runs the owner of every
+// packet's destination on it, one batch per owner.
 func (d *Datapath) routineSteerTUN(ctx context.Context) {
 	dev := d.cfg.Device
 	bs := min(max(dev.BatchSize(), 1), maxBatch)
-	readBuf := tunOffset + max(d.cfg.InnerMTU, 1500) + 64
-	read := &tunBatch{bufs: make([][]byte, bs), sizes: make([]int, bs)}
-	for j := range read.bufs {
-		read.bufs[j] = make([]byte, readBuf)
-	}
+	read := d.newTunBatch(bs)
 	out := make([]*tunBatch, len(d.shards))
+	for s := range out {
+		out[s] = d.newTunBatch(bs)
+	}
 	r := d.front.routes
 	for {
 		n, err := dev.Read(read.bufs, read.sizes, tunOffset)
@@ -281,6 +273,9 @@ func (d *Datapath) routineSteerTUN(ctx context.Context) {
 			}
 			return
 		}
+		if ctx.Err() != nil {
+			return
+		}
 		r.update()
 		for j := 0; j < n; j++ {
 			pkt := read.bufs[j][tunOffset : tunOffset+read.sizes[j]]
@@ -290,35 +285,18 @@ func (d *Datapath) routineSteerTUN(ctx context.Context) {
 				continue
 			}
 			b := out[s]
-			if b == nil {
-				select {
-				case b = <-d.shards[s].tunFree:
-				case <-ctx.Done():
-					return
-				}
-				b.n = 0
-				out[s] = b
-			}
 			b.bufs[b.n], read.bufs[j] = read.bufs[j], b.bufs[b.n]
 			b.sizes[b.n] = read.sizes[j]
 			b.n++
 			if b.n == len(b.bufs) {
-				out[s] = nil
-				select {
-				case d.shards[s].tunIn <- b:
-				case <-ctx.Done():
-					return
-				}
+				d.shards[s].round(b, nil)
+				b.n = 0
 			}
 		}
 		for s, b := range out {
-			if b != nil {
-				out[s] = nil
-				select {
-				case d.shards[s].tunIn <- b:
-				case <-ctx.Done():
-					return
-				}
+			if b.n > 0 {
+				d.shards[s].round(b, nil)
+				b.n = 0
 			}
 		}
 	}
