@@ -258,22 +258,24 @@ func TestHealFlappingPath(t *testing.T) {
 			t.Fatalf("%s: %d process samples", role, len(s))
 		}
 		// After the first samples (warm-up: buffer pools fill) the
-		// footprint must stay flat: the live heap (what garbage
-		// collection kept), not the heap with its garbage. A sample's
-		// live heap is as of the last collection, which may predate the
-		// traffic by many seconds when little is allocated, so the first
-		// half's largest is compared with the second half's: a leak
-		// raises the heap and so triggers collections that record it.
+		// footprint must stay flat. A sample's live heap dates from the
+		// last garbage collection, and with little allocation one
+		// collection may come in 70 s, before or after the traffic's
+		// buffers exist (CI saw ×1.75 and ×1.48 from that alone). The
+		// heap with its garbage is current and, between collections,
+		// never below the live heap: a leak raises the second half's
+		// largest heap above the first half's, while the collector's
+		// sawtooth on these runs moves it by 10–15 %.
 		first, last := s[2], s[len(s)-1]
 		half := len(s) / 2
-		return last.Goroutines - first.Goroutines, float64(maxLiveHeap(s[half:])) / float64(maxLiveHeap(s[2:half]))
+		return last.Goroutines - first.Goroutines, float64(maxHeap(s[half:])) / float64(maxHeap(s[2:half]))
 	}
 	for _, role := range []string{"sender", "receiver"} {
 		g, h := growth(role)
-		t.Logf("%s: goroutines %+d, live heap ×%.2f from %.1fs to %.1fs", role, g, h, tm.Process[role][2].TimeS,
+		t.Logf("%s: goroutines %+d, heap ×%.2f from %.1fs to %.1fs", role, g, h, tm.Process[role][2].TimeS,
 			tm.Process[role][len(tm.Process[role])-1].TimeS)
-		if g > 2 || h > 1.25 {
-			t.Errorf("%s grows: goroutines %+d, live heap ×%.2f (samples %+v)", role, g, h, tm.Process[role])
+		if g > 2 || h > 1.4 {
+			t.Errorf("%s grows: goroutines %+d, heap ×%.2f (samples %+v)", role, g, h, tm.Process[role])
 		}
 	}
 	t.Logf("LTE in use in %d of %d up periods; probe lost %d", used, periods, run.Probe.Lost)
@@ -448,11 +450,11 @@ func TestHealAllPathsSilent(t *testing.T) {
 	}
 }
 
-// maxLiveHeap is the largest live heap among the samples.
-func maxLiveHeap(s []report.ProcessSample) uint64 {
+// maxHeap is the largest heap (with its garbage) among the samples.
+func maxHeap(s []report.ProcessSample) uint64 {
 	var m uint64
 	for _, p := range s {
-		m = max(m, p.HeapLiveBytes)
+		m = max(m, p.HeapBytes)
 	}
 	return m
 }
