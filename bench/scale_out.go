@@ -428,13 +428,27 @@ func (b *soBed) openConns(k int) ([]control.ConnStatus, *control.ConnStatus, err
 	for _, c := range st.Conns {
 		switch {
 		case c.State != "open":
-		case len(c.Paths) > 0 && strings.HasPrefix(c.Paths[0].Remote, nthAddr(soCPENet[0], soDaemonHost).String()+":"):
+		case isDaemonConn(c):
 			daemon = &c
 		default:
 			open = append(open, c)
 		}
 	}
 	return open, daemon, nil
+}
+
+// isDaemonConn reports whether c is the mptund CPE's connection: a path
+// from its host in either CPE range (after a redial its first path may be
+// the second range's).
+func isDaemonConn(c control.ConnStatus) bool {
+	for _, p := range c.Paths {
+		for _, n := range soCPENet {
+			if strings.HasPrefix(p.Remote, nthAddr(n, soDaemonHost).String()+":") {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // fail kills concentrator k outright and gives its buckets to the others.
