@@ -69,12 +69,13 @@ type Config struct {
 	InnerAddrs []netip.Addr
 	Logger     *slog.Logger
 	Capture    Capture
-	// Hook, if set, runs in the owner goroutine next to the engine: it
+	// Hook, if set, runs under the owner's lock next to the engine: it
 	// gets every engine event (instead of the log) and its own timer.
 	// The path manager is driven this way.
 	Hook Hook
-	// Sharding, when set, runs the connections on several owner
-	// goroutines (sharded.go): Endpoint and Sockets are the first.
+	// Sharding, when set, spreads the connections over several owners,
+	// each an engine behind its own lock (sharded.go): Endpoint and
+	// Sockets are the first.
 	Sharding *Sharding
 }
 
@@ -245,7 +246,7 @@ func (d *Datapath) addSlot(s Socket) *sockSlot {
 }
 
 // AddSocket adds a socket while the data path runs and returns its index
-// (the engine's "local"). Call it from the owner goroutine (Do, Hook).
+// (the engine's "local"). Call it under the owner's lock (Do, Hook).
 func (d *Datapath) AddSocket(s Socket) int {
 	sl := d.addSlot(s)
 	if d.readCtx != nil {
@@ -256,7 +257,7 @@ func (d *Datapath) AddSocket(s Socket) int {
 }
 
 // RemoveSocket closes socket i; its index may be given to a later
-// AddSocket. Call it from the owner goroutine.
+// AddSocket. Call it under the owner's lock (Do, Hook).
 func (d *Datapath) RemoveSocket(i int) error {
 	if i < 0 || i >= len(d.slots) || d.slots[i] == nil {
 		return fmt.Errorf("datapath: no socket %d", i)

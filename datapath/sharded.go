@@ -178,7 +178,8 @@ func (d *Datapath) shardLateness() (p50, p99, mx time.Duration) {
 	return p50, p99, mx
 }
 
-// Shards is the number of owner goroutines (1 unless sharded).
+// Shards is the number of owners, each an engine behind its own lock (1
+// unless sharded).
 func (d *Datapath) Shards() int { return max(len(d.shards), 1) }
 
 // routineSteerUDP reads socket sock (index i of its owner's sockets) and

@@ -16,7 +16,7 @@ import (
 	"github.com/mptun/mptun/tun"
 )
 
-// recHook records engine events in the owner goroutine.
+// recHook records engine events; it runs under the owner's lock.
 type recHook struct {
 	mu     sync.Mutex
 	events []mpdccp.EventKind
