@@ -62,7 +62,9 @@ type subflow struct {
 	// Count); rxData, rxLastData and rxDataSeq number received data packets
 	// for the reorderer (see dataSeq).
 	ndpRun     uint64
-	rtx        rtxRing // loss repair (Config.Retransmit)
+	// hist is the sent-packet history the controller, loss repair
+	// (Config.Retransmit) and ack-of-ack share.
+	hist *ccid.History
 	sus        suspectState
 	rxData     bool
 	rxLastData uint64
@@ -92,7 +94,6 @@ type subflow struct {
 	iss, isr, gss, gsr, gar uint64
 	swLocal, swRemote       uint64 // Sequence Window/local (for our seqs), /remote (the peer's)
 	rx                      rxState
-	acks                    ackHistory
 	gsrAt                   mono.Time
 
 	// Receiver-side ack scheduling.
@@ -523,13 +524,14 @@ func (c *Conn) build(now mono.Time, sf *subflow, buf []byte, ps *pktSpec) (Trans
 	c.putHandshake(b, sf, ps.typ)
 	// Acknowledgement state.
 	carriesAck := ps.typ == wire.TypeAck || ps.typ == wire.TypeDataAck
+	ackCarried := false
 	if carriesAck && sf.state >= sfPartOpen || ps.typ == wire.TypeAck && sf.state == sfRespond {
 		// A long vector is truncated to the room left (it need not cover
 		// the whole window, RFC 4340 §11.4).
 		maxc := min(maxAckCells, len(buf)-b.Len()-len(ps.payload)-3-2)
 		e.cells = sf.rx.cells(e.cells[:0], max(maxc, 1))
 		if maxc > 0 && b.AckVector(0, e.cells) == nil {
-			sf.acks.add(h.Seq, h.Ack)
+			ackCarried = true
 			sf.lastAckAt = now
 			sf.dataSinceAck, sf.ackNow, sf.ackLazy = 0, false, false
 			sf.ackDeadline = mono.Never
@@ -562,6 +564,9 @@ func (c *Conn) build(now mono.Time, sf *subflow, buf []byte, ps *pktSpec) (Trans
 	buf, n = c.secFinish(now, sf, buf, n, seal, ps, h.Seq)
 	wire.SetChecksum(buf[:n], sf.localAddr.Addr(), sf.remote.Addr())
 	sf.cc.OnPacketSent(now, h.Seq, n, ps.inFlight)
+	if ackCarried {
+		sf.hist.NoteAck(h.Seq, h.Ack)
+	}
 	sf.lastSent = now
 	sf.stats.PacketsOut++
 	sf.stats.BytesOut += uint64(n)
