@@ -61,10 +61,10 @@ type subflow struct {
 	// ndpRun counts non-data packets sent since the last data packet (NDP
 	// Count); rxData, rxLastData and rxDataSeq number received data packets
 	// for the reorderer (see dataSeq).
-	ndpRun     uint64
+	ndpRun uint64
 	// hist is the sent-packet history the controller, loss repair
 	// (Config.Retransmit) and ack-of-ack share.
-	hist *ccid.History
+	hist       *ccid.History
 	sus        suspectState
 	rxData     bool
 	rxLastData uint64
