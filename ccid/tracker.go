@@ -114,8 +114,6 @@ func newTracker(h *History) *tracker {
 	return &tracker{History: h, window: trackerMin, reoMult: 1}
 }
 
-func (t *tracker) isPending(i uint64) bool { return bitGet(t.pending, i&t.mask) }
-
 func (t *tracker) setPending(i uint64, on bool) {
 	bitSet(t.pending, i&t.mask, on)
 	if !on {
