@@ -42,9 +42,12 @@ type History struct {
 	ackHead, ackCount                  uint64
 }
 
-// historyMin is the records a history starts with: enough for an idle
-// subflow's keepalives.
-const historyMin = 16
+// historyMin is the records a history starts with (a handshake's); an
+// idle subflow's shrinks to historyIdle, enough for its keepalives.
+const (
+	historyMin  = 16
+	historyIdle = 4
+)
 
 // Loss repair keeps at most RepairMax packets per subflow; its share of the
 // history starts at repairMin entries and doubles up to that.
@@ -60,7 +63,7 @@ const ackRecords = 64
 type Repair struct {
 	MPSeq uint64 // kept after release, to find the path a NACK names
 	B     []byte // nil once acknowledged, repaired or given up
-	N     int
+	N     int32
 	Again bool // a repair of a packet first sent on another path
 }
 
@@ -86,13 +89,14 @@ func (h *History) floor() uint64 {
 // resize replaces the ring with one of at least n records (a power of two),
 // keeping the records from floor by index.
 func (h *History) resize(n int) {
-	size := uint64(historyMin)
+	size := uint64(historyIdle)
 	for size < uint64(n) {
 		size <<= 1
 	}
 	ring := make([]sentPacket, size)
 	words := (size + 63) / 64
-	sets := [4][]uint64{make([]uint64, words), make([]uint64, words), make([]uint64, words), make([]uint64, words)}
+	all := make([]uint64, 4*words) // one allocation for the four sets
+	sets := [4][]uint64{all[:words:words], all[words : 2*words : 2*words], all[2*words : 3*words : 3*words], all[3*words:]}
 	old := [4][]uint64{h.pending, h.live, h.repairs, h.acks}
 	for i := h.floor(); i < h.next; i++ {
 		j := i & (size - 1)
@@ -123,11 +127,11 @@ func (h *History) push(seq uint64) uint64 {
 	return i
 }
 
-// compact shrinks the ring to what its users still keep (at least minSize
-// records), so that an idle subflow holds a few records.
-func (h *History) compact(minSize int) {
-	n := max(int(h.next-h.floor()), minSize, historyMin)
-	size := historyMin
+// compact shrinks the ring to what its users still keep, so that an idle
+// subflow holds a few records; it grows again on demand.
+func (h *History) compact() {
+	n := max(int(h.next-h.floor()), historyIdle)
+	size := historyIdle
 	for size < n {
 		size <<= 1
 	}

@@ -143,7 +143,7 @@ func TestHistoryUsersShareOneRing(t *testing.T) {
 			}
 			cc.Compact(now)
 			checkRepairs("after compact")
-			if len(reps) == 0 && len(acks) == 0 && cc.State().InFlight == 0 && h.Size() != historyMin {
+			if len(reps) == 0 && len(acks) == 0 && cc.State().InFlight == 0 && h.Size() != historyIdle {
 				t.Fatalf("idle history keeps %d records", h.Size())
 			}
 		}

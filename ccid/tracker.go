@@ -183,7 +183,7 @@ func (t *tracker) compact(now mono.Time) {
 		}
 		t.window = w
 	}
-	t.History.compact(t.window)
+	t.History.compact()
 }
 
 // forgetAll drops every record (after a sequence jump).

@@ -62,8 +62,8 @@ func TestTrackerSmallRings(t *testing.T) {
 			}
 			tr.inFlight, tr.inFlightBytes = 0, 0
 			tr.compact(now + mono.Time(time.Second))
-			if len(tr.ring) != trackerMin || tr.window != trackerMin {
-				t.Fatalf("idle tracker keeps %d records, want %d", len(tr.ring), trackerMin)
+			if len(tr.ring) != historyIdle || tr.window != trackerMin {
+				t.Fatalf("idle tracker keeps %d records (window %d), want %d (%d)", len(tr.ring), tr.window, historyIdle, trackerMin)
 			}
 			check("after compact")
 		}

@@ -103,7 +103,7 @@ func TestIdleShrinkAndWake(t *testing.T) {
 		if n := sf.hist.Repairs(); n != 0 {
 			t.Errorf("path %d: %d repair entries kept", sf.id, n)
 		}
-		if n := sf.hist.Size(); n > 16 {
+		if n := sf.hist.Size(); n > 8 {
 			t.Errorf("path %d: sent-packet history of %d records kept", sf.id, n)
 		}
 	}

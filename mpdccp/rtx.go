@@ -58,7 +58,7 @@ func (c *Conn) rtxMaxAge() time.Duration {
 // (The packet just went out with sequence number sf.gss at now: its
 // record in sf.hist has both.)
 func (c *Conn) rtxKeep(now mono.Time, sf *subflow, mpSeq uint64, b []byte, n int, repair bool) {
-	if old := sf.hist.KeepRepair(sf.gss, ccid.Repair{MPSeq: mpSeq, B: b, N: n, Again: repair}); old != nil {
+	if old := sf.hist.KeepRepair(sf.gss, ccid.Repair{MPSeq: mpSeq, B: b, N: int32(n), Again: repair}); old != nil {
 		c.ep.pool.put(old)
 	}
 }
@@ -85,7 +85,7 @@ func (c *Conn) rtxRepair(e *ccid.Repair) bool {
 	if e.B == nil || len(c.rtxQ) >= rtxRingSize {
 		return false
 	}
-	c.rtxQ = append(c.rtxQ, rtxItem{mpSeq: e.MPSeq, b: e.B, n: e.N})
+	c.rtxQ = append(c.rtxQ, rtxItem{mpSeq: e.MPSeq, b: e.B, n: int(e.N)})
 	e.B, e.N = nil, 0
 	c.stats.Repaired++
 	c.holdUntil, c.repairAt = 0, 0

@@ -302,7 +302,7 @@ func (c *Conn) reinject(now mono.Time, sf *subflow) int {
 	for i := h.RepairHead(); i != h.End(); i = h.RepairHead() {
 		e := h.Repair(i)
 		if e.B != nil && now.Sub(h.SentAt(i)) < reinjectMaxAge && len(c.rtxQ) < rtxRingSize {
-			c.rtxQ = append(c.rtxQ, rtxItem{mpSeq: e.MPSeq, b: e.B, n: e.N})
+			c.rtxQ = append(c.rtxQ, rtxItem{mpSeq: e.MPSeq, b: e.B, n: int(e.N)})
 			e.B, e.N = nil, 0
 			n++
 		}
