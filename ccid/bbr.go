@@ -332,7 +332,7 @@ type BBR struct {
 
 // NewBBR returns a BBR controller.
 func NewBBR(cfg Config) *BBR {
-	b := &BBR{cfg: cfg, par: DefaultBBRParams(), mss: cfg.MSS, t: newTracker(), rng: rand.New(rand.NewPCG(0xbb, 0x72))}
+	b := &BBR{cfg: cfg, par: DefaultBBRParams(), mss: cfg.MSS, t: newTracker(cfg.History), rng: rand.New(rand.NewPCG(0xbb, 0x72))}
 	if cfg.BBR != nil {
 		b.par = *cfg.BBR
 	}

@@ -142,6 +142,9 @@ type Config struct {
 	ABE bool
 	// BBR, when set, replaces DefaultBBRParams (tests, evaluations).
 	BBR *BBRParams
+	// History, when set, is the subflow's sent-packet history, shared
+	// with loss repair and ack-of-ack; else the controller keeps its own.
+	History *History
 }
 
 // Factory builds a controller.

@@ -88,7 +88,7 @@ type CCID2 struct {
 
 // NewCCID2 returns a CCID2 controller.
 func NewCCID2(cfg Config) *CCID2 {
-	c := &CCID2{cfg: cfg, mss: cfg.MSS, t: newTracker()}
+	c := &CCID2{cfg: cfg, mss: cfg.MSS, t: newTracker(cfg.History)}
 	if c.mss <= 0 {
 		c.mss = defaultMSS
 	}

@@ -32,7 +32,7 @@ type None struct {
 
 // NewNone returns the rate-capped "none" controller.
 func NewNone(cfg Config) *None {
-	n := &None{cfg: cfg, mss: cfg.MSS, t: newTracker()}
+	n := &None{cfg: cfg, mss: cfg.MSS, t: newTracker(cfg.History)}
 	if n.mss <= 0 {
 		n.mss = defaultMSS
 	}

@@ -3,7 +3,6 @@
 package ccid
 
 import (
-	"math/bits"
 	"time"
 
 	"github.com/mptun/mptun/internal/mono"
@@ -12,9 +11,9 @@ import (
 // seqMask keeps DCCP sequence numbers to their 48 bits.
 const seqMask = 1<<48 - 1
 
-// sentPacket is the sender's record of one packet. Index is a 64-bit
-// counter that never wraps; the 48-bit wire sequence number is derived.
+// sentPacket is the sender's record of one packet (see History).
 type sentPacket struct {
+	seq   uint64 // wire sequence number
 	sent  mono.Time
 	bytes int32
 	// txInFlight is the bytes in flight when this was sent, itself
@@ -33,6 +32,9 @@ type sentPacket struct {
 	flags         uint8
 	appLimited    bool
 	probing       bool // sent in Startup, ProbeBW_REFILL or ProbeBW_UP (BBR)
+
+	ackNo  uint64 // the Ack Number it carried (History.NoteAck)
+	repair Repair // loss repair's copy (History.KeepRepair)
 }
 
 const (
@@ -58,15 +60,15 @@ type lossEvents interface {
 // has been seen, only when a packet sent more than reoWnd after it was acked
 // (or when reoWnd has passed with nothing heard of it). reoWnd adapts to the
 // reordering observed, so a path that reorders by 20 ms does not look lossy.
+//
+// Its records live in the subflow's History: [head, next) are the
+// tracker's; the ring may keep older ones for loss repair and ack-of-ack.
 type tracker struct {
-	ring    []sentPacket
-	pending []uint64 // bit set: in flight or lost, not yet acked
-	live    []uint64 // bit set: in flight, neither acked nor declared lost
-	mask    uint64
-
-	head, next uint64 // indices: oldest kept, next to send
-	seqBase    uint64 // wire seq of index 0
-	started    bool
+	*History
+	// window is the records the tracker means to keep before dropping
+	// old lost ones: it doubles as the window grows and shrinks back when
+	// the subflow idles (compact).
+	window int
 
 	inFlight      int // packets counting against the window
 	inFlightBytes int
@@ -93,53 +95,24 @@ type tracker struct {
 	spuriousEvents                      uint64
 }
 
-// trackerMin is the records a tracker starts with: enough for an idle
-// subflow's keepalives; the ring doubles as the window grows and shrinks
-// back when the subflow idles (compact).
-const trackerMin = 16
+// trackerMin is the window a tracker starts with: enough for an idle
+// subflow's keepalives.
+const trackerMin = historyMin
 
-func newTracker() *tracker {
-	t := &tracker{reoMult: 1}
-	t.grow(trackerMin)
-	return t
-}
-
-// grow replaces the ring with one of at least n records (a power of two),
-// keeping the records by index.
-func (t *tracker) grow(n int) {
-	size := uint64(trackerMin)
-	for size < uint64(n) {
-		size <<= 1
+// newTracker returns a tracker keeping its records in h, or in a history
+// of its own when h is nil. A controller that replaces another on the
+// same subflow starts afresh: the records in h are no longer in flight.
+func newTracker(h *History) *tracker {
+	if h == nil {
+		h = NewHistory()
 	}
-	ring := make([]sentPacket, size)
-	pend := make([]uint64, (size+63)/64)
-	live := make([]uint64, (size+63)/64)
-	for i := t.head; i < t.next; i++ {
-		ring[i&(size-1)] = t.ring[i&t.mask]
-		j := i & (size - 1)
-		if t.isPending(i) {
-			pend[j>>6] |= 1 << (j & 63)
-		}
-		if bitGet(t.live, i&t.mask) {
-			live[j>>6] |= 1 << (j & 63)
-		}
+	for i := h.head; i < h.next; i++ {
+		bitSet(h.pending, i&h.mask, false)
+		bitSet(h.live, i&h.mask, false)
 	}
-	t.ring, t.pending, t.live, t.mask = ring, pend, live, size-1
+	h.head = h.next
+	return &tracker{History: h, window: trackerMin, reoMult: 1}
 }
-
-func (t *tracker) pkt(i uint64) *sentPacket { return &t.ring[i&t.mask] }
-
-func bitGet(set []uint64, j uint64) bool { return set[j>>6]&(1<<(j&63)) != 0 }
-
-func bitSet(set []uint64, j uint64, on bool) {
-	if on {
-		set[j>>6] |= 1 << (j & 63)
-	} else {
-		set[j>>6] &^= 1 << (j & 63)
-	}
-}
-
-func (t *tracker) isPending(i uint64) bool { return bitGet(t.pending, i&t.mask) }
 
 func (t *tracker) setPending(i uint64, on bool) {
 	bitSet(t.pending, i&t.mask, on)
@@ -153,27 +126,6 @@ func (t *tracker) nextPending(i, end uint64) uint64 { return t.nextIn(t.pending,
 
 // nextLive returns the first index in [i, end) still in flight, or end.
 func (t *tracker) nextLive(i, end uint64) uint64 { return t.nextIn(t.live, i, end) }
-
-func (t *tracker) nextIn(set []uint64, i, end uint64) uint64 {
-	for i < end {
-		j := i & t.mask
-		w := set[j>>6] >> (j & 63)
-		// A ring smaller than a word wraps inside it.
-		step := min(64-(j&63), t.mask+1-j)
-		if step < 64 {
-			w &= 1<<step - 1
-		}
-		if w != 0 {
-			k := i + uint64(bits.TrailingZeros64(w))
-			if k > end {
-				return end
-			}
-			return k
-		}
-		i += step
-	}
-	return end
-}
 
 // onSent records packet seq. It returns the record so that controllers can
 // stamp their own send-time state, and its index.
@@ -195,18 +147,17 @@ func (t *tracker) onSent(now mono.Time, seq uint64, bytes int, inFlight bool) (*
 			t.seqBase = (seq - t.next) & seqMask
 		}
 	}
-	if t.next-t.head >= uint64(len(t.ring)) {
+	if t.next-t.head >= uint64(t.window) {
 		// Below the size the ring used to start at, grow rather than
 		// forget lost packets whose late acks would show them spurious.
-		t.prune(now, len(t.ring) >= 1024)
-		if t.next-t.head >= uint64(len(t.ring)) {
-			t.grow(2 * len(t.ring))
+		t.prune(now, t.window >= 1024)
+		if t.next-t.head >= uint64(t.window) {
+			t.window *= 2
 		}
 	}
-	i := t.next
-	t.next++
+	i := t.push(seq)
 	p := t.pkt(i)
-	*p = sentPacket{sent: now, bytes: int32(bytes)}
+	p.sent, p.bytes = now, int32(bytes)
 	t.sent++
 	if inFlight {
 		p.flags = pktInFlight
@@ -225,12 +176,15 @@ func (t *tracker) onSent(now mono.Time, seq uint64, bytes int, inFlight bool) (*
 // largest window's.
 func (t *tracker) compact(now mono.Time) {
 	t.prune(now, false)
-	if n := max(int(t.next-t.head), trackerMin); n <= len(t.ring)/4 {
-		t.grow(n)
+	if n := max(int(t.next-t.head), trackerMin); n <= t.window/4 {
+		w := trackerMin
+		for w < n {
+			w <<= 1
+		}
+		t.window = w
 	}
+	t.History.compact()
 }
-
-func (t *tracker) seqOf(i uint64) uint64 { return (t.seqBase + i) & seqMask }
 
 // forgetAll drops every record (after a sequence jump).
 func (t *tracker) forgetAll() {

@@ -15,7 +15,7 @@ import (
 // one bit-set word), shrinks with compact, and grows again.
 func TestTrackerSmallRings(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
-	tr := newTracker()
+	tr := newTracker(nil)
 	pending := map[uint64]bool{}
 	now := mono.Time(1)
 	var seq uint64 = 1<<48 - 40 // wraps the wire numbering too
@@ -62,8 +62,8 @@ func TestTrackerSmallRings(t *testing.T) {
 			}
 			tr.inFlight, tr.inFlightBytes = 0, 0
 			tr.compact(now + mono.Time(time.Second))
-			if len(tr.ring) != trackerMin {
-				t.Fatalf("idle tracker keeps %d records, want %d", len(tr.ring), trackerMin)
+			if len(tr.ring) != historyIdle || tr.window != trackerMin {
+				t.Fatalf("idle tracker keeps %d records (window %d), want %d (%d)", len(tr.ring), tr.window, historyIdle, trackerMin)
 			}
 			check("after compact")
 		}

@@ -22,14 +22,17 @@ type pipe struct {
 	recvd int
 }
 
-func newPipe(tb testing.TB) *pipe {
+func newPipe(tb testing.TB) *pipe { return newPipeRepair(tb, false) }
+
+// newPipeRepair is newPipe with loss repair (Config.Retransmit) on or off.
+func newPipeRepair(tb testing.TB, repair bool) *pipe {
 	rng := rand.New(rand.NewPCG(5, 6))
 	p := &pipe{buf: make([]byte, 2048), dbuf: make([]byte, 2048)}
 	var err error
-	if p.ep[0], err = NewEndpoint(Config{Role: Client, Rand: netsim.RandReader(rng)}); err != nil {
+	if p.ep[0], err = NewEndpoint(Config{Role: Client, Rand: netsim.RandReader(rng), Retransmit: repair}); err != nil {
 		tb.Fatal(err)
 	}
-	if p.ep[1], err = NewEndpoint(Config{Role: Server, Rand: netsim.RandReader(rng)}); err != nil {
+	if p.ep[1], err = NewEndpoint(Config{Role: Server, Rand: netsim.RandReader(rng), Retransmit: repair}); err != nil {
 		tb.Fatal(err)
 	}
 	if p.conn, err = p.ep[0].Dial(0, directPaths(2)); err != nil {
@@ -70,8 +73,15 @@ func (p *pipe) sendOne(pkt []byte) {
 // BenchmarkEnginePacket is the engine cost of one 1200-byte inner packet
 // through a 2-path connection: Send, schedule, build, checksum, parse,
 // ack processing, reorder, deliver, and the acks going back.
-func BenchmarkEnginePacket(b *testing.B) {
-	p := newPipe(b)
+func BenchmarkEnginePacket(b *testing.B) { benchEnginePacket(b, false) }
+
+// BenchmarkEnginePacketRepair is BenchmarkEnginePacket with loss repair on:
+// every data packet is kept in its subflow's sent-packet history until
+// acknowledged.
+func BenchmarkEnginePacketRepair(b *testing.B) { benchEnginePacket(b, true) }
+
+func benchEnginePacket(b *testing.B, repair bool) {
+	p := newPipeRepair(b, repair)
 	pkt := make([]byte, 1200)
 	// Warm up pools and rings.
 	for i := 0; i < 5000; i++ {
@@ -91,22 +101,27 @@ func BenchmarkEnginePacket(b *testing.B) {
 }
 
 func TestEngineSteadyStateAllocs(t *testing.T) {
-	p := newPipe(t)
-	pkt := make([]byte, 1200)
-	for i := 0; i < 5000; i++ {
-		p.sendOne(pkt)
-	}
-	before := p.recvd
-	allocs := testing.AllocsPerRun(2000, func() {
-		p.sendOne(pkt)
-	})
-	if p.recvd-before < 1900 {
-		t.Fatalf("delivered %d of 2000", p.recvd-before)
-	}
-	// A rare allocation (a ring growing, a control option) is tolerated;
-	// one per packet is not.
-	if allocs > 0.05 {
-		t.Fatalf("%.3f allocations per packet in steady state", allocs)
+	for _, repair := range []bool{false, true} {
+		p := newPipeRepair(t, repair)
+		pkt := make([]byte, 1200)
+		for i := 0; i < 5000; i++ {
+			p.sendOne(pkt)
+		}
+		before := p.recvd
+		allocs := testing.AllocsPerRun(2000, func() {
+			p.sendOne(pkt)
+		})
+		if p.recvd-before < 1900 {
+			t.Fatalf("repair %v: delivered %d of 2000", repair, p.recvd-before)
+		}
+		if repair && p.conn.Stats().Repaired != 0 {
+			t.Fatalf("%d repairs on loss-free paths", p.conn.Stats().Repaired)
+		}
+		// A rare allocation (a ring growing, a control option) is
+		// tolerated; one per packet is not.
+		if allocs > 0.05 {
+			t.Fatalf("repair %v: %.3f allocations per packet in steady state", repair, allocs)
+		}
 	}
 }
 

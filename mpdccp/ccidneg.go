@@ -176,6 +176,7 @@ func (sf *subflow) useCCID(id uint8) bool {
 	if cfg.MSS == 0 {
 		cfg.MSS = sf.conn.ep.cfg.MaxPacket
 	}
+	cfg.History = sf.hist
 	cc, err := ccid.New(name, cfg)
 	if err != nil {
 		return false

@@ -388,12 +388,13 @@ func (c *Conn) newSubflow(now mono.Time, p PathConfig, join bool) (*subflow, err
 	if cfg.MSS == 0 {
 		cfg.MSS = e.cfg.MaxPacket
 	}
+	cfg.History = ccid.NewHistory()
 	cc, err := ccid.New(name, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("mpdccp: path %d: %w", p.ID, err)
 	}
 	sf := &subflow{conn: c, id: p.ID, local: p.Local, localAddr: p.LocalAddr, remote: p.Remote,
-		prio: p.Prio, weight: max(p.Weight, 1), cc: cc, join: join,
+		prio: p.Prio, weight: max(p.Weight, 1), cc: cc, hist: cfg.History, join: join,
 		swLocal: defaultSeqWindow, swRemote: defaultSeqWindow, rxAckRatio: 2,
 		ackDeadline: mono.Never, lastHeard: now, reqRTO: requestRTO, partRTO: partOpenRTO}
 	if sf.prio == 0 {

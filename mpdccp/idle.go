@@ -52,7 +52,7 @@ func (c *Conn) shrink(now mono.Time) {
 	}
 	for _, sf := range c.subflows {
 		c.rtxExpire(now, sf)
-		sf.rtx.shrink()
+		sf.hist.ShrinkRepair()
 		if cc, ok := sf.cc.(ccid.Compacter); ok {
 			cc.Compact(now)
 		}

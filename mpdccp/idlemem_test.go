@@ -88,7 +88,7 @@ func TestIdleShrinkAndWake(t *testing.T) {
 	}
 	send(100)
 	srv := k.srv.Conns()[0]
-	if srv.fq == nil || srv.subflows[0].rtx.ents == nil {
+	if srv.fq == nil || srv.subflows[0].hist.Repairs() == 0 {
 		t.Fatal("a busy connection has no send queue or repair ring")
 	}
 	enq := srv.Stats().AQM.Enqueued
@@ -100,8 +100,11 @@ func TestIdleShrinkAndWake(t *testing.T) {
 		t.Error("the send queue outlived the idle spell")
 	}
 	for _, sf := range srv.subflows {
-		if sf.rtx.ents != nil {
-			t.Errorf("path %d: repair ring of %d entries kept", sf.id, len(sf.rtx.ents))
+		if n := sf.hist.Repairs(); n != 0 {
+			t.Errorf("path %d: %d repair entries kept", sf.id, n)
+		}
+		if n := sf.hist.Size(); n > 8 {
+			t.Errorf("path %d: sent-packet history of %d records kept", sf.id, n)
 		}
 	}
 	if got := srv.Stats().AQM.Enqueued; got != enq {

@@ -142,10 +142,7 @@ func (c *Conn) ForgetClosedPaths() int {
 // releaseSubflow frees what a forgotten subflow still holds.
 func (c *Conn) releaseSubflow(sf *subflow) {
 	c.ep.unindex(sf)
-	r := &sf.rtx
-	for ; r.head != r.tail; r.head++ {
-		c.rtxRelease(r.at(r.head))
-	}
+	c.rtxDrop(sf)
 	// Control items bound to sf go at the next timer (sf is closed).
 }
 

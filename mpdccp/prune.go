@@ -13,10 +13,7 @@ func (c *Conn) pruneSubflows() {
 	j := 0
 	for _, sf := range c.subflows {
 		if sf.state == sfClosed && !sf.resetOut {
-			for sf.rtx.head != sf.rtx.tail {
-				c.rtxRelease(sf.rtx.at(sf.rtx.head))
-				sf.rtx.head++
-			}
+			c.rtxDrop(sf)
 			c.ep.unindex(sf)
 			continue
 		}

@@ -260,7 +260,7 @@ func (c *Conn) feedback(now mono.Time, sf *subflow, p *wire.Packet, ro *rxOpts, 
 		} else {
 			e.runs = append(e.runs, ccid.AckRun{High: p.Ack, N: 1, State: ccid.Received})
 		}
-		if a, ok := sf.acks.ackedBy(p.Ack, e.runs); ok {
+		if a, ok := sf.hist.AckOfAck(p.Ack, e.runs); ok {
 			sf.rx.trim(a)
 		}
 		// e.fb, not a local: a pointer passed through an interface escapes.

@@ -25,50 +25,12 @@ import (
 // meanwhile and drops whichever copy comes second as a duplicate, exactly
 // as for redundant scheduling.
 
+// A subflow's repair entries live in its sent-packet history
+// (ccid.History), with the packets' records: at most ccid.RepairMax.
 const (
-	rtxRingMin   = 32   // entries a subflow's ring starts with; a power of two
-	rtxRingSize  = 2048 // most entries a subflow's ring grows to; a power of two
+	rtxRingSize  = ccid.RepairMax
 	rtxDupThresh = 3
 )
-
-type rtxEntry struct {
-	seq    uint64 // the subflow's DCCP sequence number of the packet
-	mpSeq  uint64 // kept after release, to find the path a NACK names
-	b      []byte // nil once acknowledged, repaired or given up
-	n      int
-	at     mono.Time
-	repair bool // a repair of a packet first sent on another path
-}
-
-// rtxRing holds a subflow's data packets in sequence order. It grows
-// with the window it covers and is freed when a connection idles, so an
-// idle subflow costs nothing here.
-type rtxRing struct {
-	ents       []rtxEntry // len is a power of two, or 0
-	head, tail uint64
-}
-
-func (r *rtxRing) at(i uint64) *rtxEntry { return &r.ents[i&uint64(len(r.ents)-1)] }
-
-func (r *rtxRing) full() bool { return r.tail-r.head == uint64(len(r.ents)) }
-
-// grow doubles the ring (or allocates its first one), keeping the
-// entries' positions by index.
-func (r *rtxRing) grow() {
-	n := max(2*len(r.ents), rtxRingMin)
-	ents := make([]rtxEntry, n)
-	for i := r.head; i != r.tail; i++ {
-		ents[i&uint64(n-1)] = *r.at(i)
-	}
-	r.ents = ents
-}
-
-// shrink frees an empty ring.
-func (r *rtxRing) shrink() {
-	if r.head == r.tail {
-		r.ents = nil
-	}
-}
 
 // rtxItem is a packet waiting to be sent again.
 type rtxItem struct {
@@ -93,35 +55,38 @@ func (c *Conn) rtxMaxAge() time.Duration {
 }
 
 // rtxKeep stores a data packet just sent on sf; the ring owns b from now on.
+// (The packet just went out with sequence number sf.gss at now: its
+// record in sf.hist has both.)
 func (c *Conn) rtxKeep(now mono.Time, sf *subflow, mpSeq uint64, b []byte, n int, repair bool) {
-	r := &sf.rtx
-	if r.full() {
-		if len(r.ents) < rtxRingSize {
-			r.grow()
-		} else {
-			c.rtxRelease(r.at(r.head))
-			r.head++
-		}
+	if old := sf.hist.KeepRepair(sf.gss, ccid.Repair{MPSeq: mpSeq, B: b, N: int32(n), Again: repair}); old != nil {
+		c.ep.pool.put(old)
 	}
-	*r.at(r.tail) = rtxEntry{seq: sf.gss, mpSeq: mpSeq, b: b, n: n, at: now, repair: repair}
-	r.tail++
 }
 
 // rtxRelease frees an entry's buffer; its sequence numbers stay.
-func (c *Conn) rtxRelease(e *rtxEntry) {
-	if e.b != nil {
-		c.ep.pool.put(e.b)
+func (c *Conn) rtxRelease(e *ccid.Repair) {
+	if e.B != nil {
+		c.ep.pool.put(e.B)
 	}
-	e.b, e.n = nil, 0
+	e.B, e.N = nil, 0
+}
+
+// rtxDrop frees and forgets every entry sf holds.
+func (c *Conn) rtxDrop(sf *subflow) {
+	h := sf.hist
+	for h.RepairHead() != h.End() {
+		c.rtxRelease(h.Repair(h.RepairHead()))
+		h.PopRepair()
+	}
 }
 
 // rtxRepair queues e's packet for one more transmission.
-func (c *Conn) rtxRepair(e *rtxEntry) bool {
-	if e.b == nil || len(c.rtxQ) >= rtxRingSize {
+func (c *Conn) rtxRepair(e *ccid.Repair) bool {
+	if e.B == nil || len(c.rtxQ) >= rtxRingSize {
 		return false
 	}
-	c.rtxQ = append(c.rtxQ, rtxItem{mpSeq: e.mpSeq, b: e.b, n: e.n})
-	e.b, e.n = nil, 0
+	c.rtxQ = append(c.rtxQ, rtxItem{mpSeq: e.MPSeq, b: e.B, n: int(e.N)})
+	e.B, e.N = nil, 0
 	c.stats.Repaired++
 	c.holdUntil, c.repairAt = 0, 0
 	return true
@@ -142,34 +107,35 @@ func runState(runs []ccid.AckRun, seq uint64) (ccid.AckState, bool) {
 // one more transmission. ackNo is the peer's greatest received sequence
 // number on sf.
 func (c *Conn) rtxOnFeedback(now mono.Time, sf *subflow, ackNo uint64, runs []ccid.AckRun) {
-	r := &sf.rtx
+	h := sf.hist
 	maxAge := c.rtxMaxAge()
-	for i := r.head; i != r.tail; i++ {
-		e := r.at(i)
-		if e.b == nil {
-			if i == r.head {
-				r.head++
+	for i := h.RepairHead(); i != h.End(); i = h.NextRepair(i + 1) {
+		e := h.Repair(i)
+		if e.B == nil {
+			if i == h.RepairHead() {
+				h.PopRepair()
 			}
 			continue
 		}
-		if seqLess(ackNo, e.seq) {
+		seq := h.Seq(i)
+		if seqLess(ackNo, seq) {
 			break // not yet reported on
 		}
-		st, covered := runState(runs, e.seq)
+		st, covered := runState(runs, seq)
 		switch {
 		case covered && st != ccid.NotReceived:
 			c.rtxRelease(e)
-		case covered && seqDiff(ackNo, e.seq) >= rtxDupThresh:
-			if now.Sub(e.at) >= maxAge || !c.rtxRepair(e) {
+		case covered && seqDiff(ackNo, seq) >= rtxDupThresh:
+			if now.Sub(h.SentAt(i)) >= maxAge || !c.rtxRepair(e) {
 				c.rtxRelease(e)
 			}
-		case !covered && now.Sub(e.at) >= maxAge:
+		case !covered && now.Sub(h.SentAt(i)) >= maxAge:
 			// Beyond what the vector covers and too old to help the
 			// receiver's reorder buffer: forget it.
 			c.rtxRelease(e)
 		}
-		if e.b == nil && i == r.head {
-			r.head++
+		if e.B == nil && i == h.RepairHead() {
+			h.PopRepair()
 		}
 	}
 }
@@ -177,24 +143,24 @@ func (c *Conn) rtxOnFeedback(now mono.Time, sf *subflow, ackNo uint64, runs []cc
 // rtxExpire drops packets too old to repair, so an idle or dead subflow
 // does not pin buffers.
 func (c *Conn) rtxExpire(now mono.Time, sf *subflow) {
-	r := &sf.rtx
+	h := sf.hist
 	maxAge := c.rtxMaxAge()
-	for r.head != r.tail {
-		e := r.at(r.head)
-		if e.b != nil && now.Sub(e.at) < maxAge {
+	for i := h.RepairHead(); i != h.End(); i = h.RepairHead() {
+		e := h.Repair(i)
+		if e.B != nil && now.Sub(h.SentAt(i)) < maxAge {
 			return
 		}
 		c.rtxRelease(e)
-		r.head++
+		h.PopRepair()
 	}
 }
 
 // rtxCarried reports whether sf sent a data packet with MP_SEQ mpSeq that
 // it still remembers.
 func (sf *subflow) rtxCarried(mpSeq uint64) bool {
-	r := &sf.rtx
-	for i := r.tail; i != r.head; i-- {
-		if r.at(i-1).mpSeq == mpSeq {
+	h := sf.hist
+	for i := h.RepairHead(); i != h.End(); i = h.NextRepair(i + 1) {
+		if h.Repair(i).MPSeq == mpSeq {
 			return true
 		}
 	}
@@ -219,13 +185,13 @@ func (c *Conn) rtxOnNACK(now mono.Time, before, after uint64) {
 	for _, sf := range c.subflows {
 		overdue := sf.cc.State().SRTT
 		overdue += overdue/2 + 5*time.Millisecond
-		r := &sf.rtx
-		for i := r.head; i != r.tail; i++ {
-			e := r.at(i)
-			if e.b == nil || seqDiff(e.mpSeq, before) <= 0 || seqDiff(e.mpSeq, after) >= 0 {
+		h := sf.hist
+		for i := h.RepairHead(); i != h.End(); i = h.NextRepair(i + 1) {
+			e := h.Repair(i)
+			if e.B == nil || seqDiff(e.MPSeq, before) <= 0 || seqDiff(e.MPSeq, after) >= 0 {
 				continue
 			}
-			if sf == carrier && !e.repair || (e.repair || carrier == nil) && now.Sub(e.at) >= overdue {
+			if sf == carrier && !e.Again || (e.Again || carrier == nil) && now.Sub(h.SentAt(i)) >= overdue {
 				c.rtxRepair(e)
 			}
 		}
@@ -242,10 +208,10 @@ func (c *Conn) rtxOnMissing(now mono.Time, before, after uint64) {
 	for _, sf := range c.subflows {
 		st := sf.cc.State()
 		due := max(sf.baseOWD(&st), st.SRTT/2) + 5*time.Millisecond
-		r := &sf.rtx
-		for i := r.head; i != r.tail; i++ {
-			e := r.at(i)
-			if e.b != nil && seqDiff(e.mpSeq, before) > 0 && seqDiff(e.mpSeq, after) < 0 && now.Sub(e.at) >= due {
+		h := sf.hist
+		for i := h.RepairHead(); i != h.End(); i = h.NextRepair(i + 1) {
+			e := h.Repair(i)
+			if e.B != nil && seqDiff(e.MPSeq, before) > 0 && seqDiff(e.MPSeq, after) < 0 && now.Sub(h.SentAt(i)) >= due {
 				c.rtxRepair(e)
 			}
 		}
@@ -319,9 +285,6 @@ func (c *Conn) rtxReleaseAll() {
 	}
 	c.rtxQ = c.rtxQ[:0]
 	for _, sf := range c.subflows {
-		for sf.rtx.head != sf.rtx.tail {
-			c.rtxRelease(sf.rtx.at(sf.rtx.head))
-			sf.rtx.head++
-		}
+		c.rtxDrop(sf)
 	}
 }

@@ -61,8 +61,10 @@ type subflow struct {
 	// ndpRun counts non-data packets sent since the last data packet (NDP
 	// Count); rxData, rxLastData and rxDataSeq number received data packets
 	// for the reorderer (see dataSeq).
-	ndpRun     uint64
-	rtx        rtxRing // loss repair (Config.Retransmit)
+	ndpRun uint64
+	// hist is the sent-packet history the controller, loss repair
+	// (Config.Retransmit) and ack-of-ack share.
+	hist       *ccid.History
 	sus        suspectState
 	rxData     bool
 	rxLastData uint64
@@ -92,7 +94,6 @@ type subflow struct {
 	iss, isr, gss, gsr, gar uint64
 	swLocal, swRemote       uint64 // Sequence Window/local (for our seqs), /remote (the peer's)
 	rx                      rxState
-	acks                    ackHistory
 	gsrAt                   mono.Time
 
 	// Receiver-side ack scheduling.
@@ -453,6 +454,31 @@ type pktSpec struct {
 	pathOrdered bool
 }
 
+// putAckVector adds sf's Ack Vector (and Elapsed Time) to the packet
+// being built in buf when it carries one; it reports whether it does.
+func (c *Conn) putAckVector(now mono.Time, sf *subflow, buf []byte, ps *pktSpec, room func(int) bool) bool {
+	e := c.ep
+	b := &e.bld
+	carriesAck := ps.typ == wire.TypeAck || ps.typ == wire.TypeDataAck
+	if !(carriesAck && sf.state >= sfPartOpen || ps.typ == wire.TypeAck && sf.state == sfRespond) {
+		return false
+	}
+	// A long vector is truncated to the room left (it need not cover the
+	// whole window, RFC 4340 §11.4).
+	maxc := min(maxAckCells, len(buf)-b.Len()-len(ps.payload)-3-2)
+	e.cells = sf.rx.cells(e.cells[:0], max(maxc, 1))
+	if maxc <= 0 || b.AckVector(0, e.cells) != nil {
+		return false
+	}
+	sf.lastAckAt = now
+	sf.dataSinceAck, sf.ackNow, sf.ackLazy = 0, false, false
+	sf.ackDeadline = mono.Never
+	if el := now.Sub(sf.gsrAt); el >= 100*time.Microsecond && room(6) {
+		_ = b.ElapsedTime(uint32(min(el/(10*time.Microsecond), 0xffffffff)))
+	}
+	return true
+}
+
 // build writes one packet of sf into buf and does the sender bookkeeping.
 func (c *Conn) build(now mono.Time, sf *subflow, buf []byte, ps *pktSpec) (Transmit, bool) {
 	e := c.ep
@@ -521,23 +547,7 @@ func (c *Conn) build(now mono.Time, sf *subflow, buf []byte, ps *pktSpec) (Trans
 		}
 	}
 	c.putHandshake(b, sf, ps.typ)
-	// Acknowledgement state.
-	carriesAck := ps.typ == wire.TypeAck || ps.typ == wire.TypeDataAck
-	if carriesAck && sf.state >= sfPartOpen || ps.typ == wire.TypeAck && sf.state == sfRespond {
-		// A long vector is truncated to the room left (it need not cover
-		// the whole window, RFC 4340 §11.4).
-		maxc := min(maxAckCells, len(buf)-b.Len()-len(ps.payload)-3-2)
-		e.cells = sf.rx.cells(e.cells[:0], max(maxc, 1))
-		if maxc > 0 && b.AckVector(0, e.cells) == nil {
-			sf.acks.add(h.Seq, h.Ack)
-			sf.lastAckAt = now
-			sf.dataSinceAck, sf.ackNow, sf.ackLazy = 0, false, false
-			sf.ackDeadline = mono.Never
-			if el := now.Sub(sf.gsrAt); el >= 100*time.Microsecond && room(6) {
-				_ = b.ElapsedTime(uint32(min(el/(10*time.Microsecond), 0xffffffff)))
-			}
-		}
-	}
+	ackCarried := c.putAckVector(now, sf, buf, ps, room)
 	// Repair requests ride on any packet of the fastest subflow.
 	if sf.state == sfOpen && ps.typ != wire.TypeReset {
 		c.putNACKs(sf, b, room)
@@ -562,6 +572,9 @@ func (c *Conn) build(now mono.Time, sf *subflow, buf []byte, ps *pktSpec) (Trans
 	buf, n = c.secFinish(now, sf, buf, n, seal, ps, h.Seq)
 	wire.SetChecksum(buf[:n], sf.localAddr.Addr(), sf.remote.Addr())
 	sf.cc.OnPacketSent(now, h.Seq, n, ps.inFlight)
+	if ackCarried {
+		sf.hist.NoteAck(h.Seq, h.Ack)
+	}
 	sf.lastSent = now
 	sf.stats.PacketsOut++
 	sf.stats.BytesOut += uint64(n)

@@ -73,8 +73,8 @@ type suspectState struct {
 	probeAt  mono.Time
 	probeNo  uint64
 	probeOut bool
-	// cursor is the rtx ring index from which the oldest entry not yet
-	// reported on is searched; it only moves forward (amortised O(1)).
+	// cursor is the history index from which the oldest repair entry not
+	// yet reported on is searched; it only moves forward (amortised O(1)).
 	cursor     uint64
 	count      uint64 // suspicions so far
 	reinjected uint64 // packets sent again on other paths
@@ -139,22 +139,21 @@ func (sf *subflow) probeInterval() time.Duration {
 // above the greatest acknowledged). Packets passed over on the way have
 // been reported on by now: their wait is sampled.
 func (sf *subflow) oldestUnreported() (mono.Time, bool) {
-	r := &sf.rtx
-	if r.head == r.tail {
+	h := sf.hist
+	if h.RepairHead() == h.End() {
 		return 0, false
 	}
 	s := &sf.sus
-	s.cursor = max(s.cursor, r.head)
-	for ; s.cursor != r.tail; s.cursor++ {
-		e := r.at(s.cursor)
-		if e.b == nil {
+	for s.cursor = h.NextRepair(s.cursor); s.cursor != h.End(); s.cursor = h.NextRepair(s.cursor + 1) {
+		if h.Repair(s.cursor).B == nil {
 			continue
 		}
-		if seqLess(sf.gar, e.seq) {
-			return e.at, true
+		at := h.SentAt(s.cursor)
+		if seqLess(sf.gar, h.Seq(s.cursor)) {
+			return at, true
 		}
-		if !s.on && s.garAt > e.at {
-			s.sampleWait(s.garAt, s.garAt.Sub(e.at))
+		if !s.on && s.garAt > at {
+			s.sampleWait(s.garAt, s.garAt.Sub(at))
 		}
 	}
 	return 0, false
@@ -298,22 +297,18 @@ func (c *Conn) trustPath(now mono.Time, sf *subflow) {
 // repair queue, oldest first; pollRepair sends them on the fastest usable
 // path. It returns how many.
 func (c *Conn) reinject(now mono.Time, sf *subflow) int {
-	r := &sf.rtx
+	h := sf.hist
 	n := 0
-	for i := r.head; i != r.tail; i++ {
-		e := r.at(i)
-		if e.b == nil {
-			continue
-		}
-		if now.Sub(e.at) < reinjectMaxAge && len(c.rtxQ) < rtxRingSize {
-			c.rtxQ = append(c.rtxQ, rtxItem{mpSeq: e.mpSeq, b: e.b, n: e.n})
-			e.b, e.n = nil, 0
+	for i := h.RepairHead(); i != h.End(); i = h.RepairHead() {
+		e := h.Repair(i)
+		if e.B != nil && now.Sub(h.SentAt(i)) < reinjectMaxAge && len(c.rtxQ) < rtxRingSize {
+			c.rtxQ = append(c.rtxQ, rtxItem{mpSeq: e.MPSeq, b: e.B, n: int(e.N)})
+			e.B, e.N = nil, 0
 			n++
-			continue
 		}
 		c.rtxRelease(e)
+		h.PopRepair()
 	}
-	r.head = r.tail
 	if n > 0 {
 		c.holdUntil, c.repairAt = 0, 0
 	}
