@@ -113,8 +113,27 @@ func repairTime(paths []Path, floor uint8) time.Duration {
 	return max(r, 0) + flowMargin
 }
 
+// costSlack: paths whose costs differ by less are equally fast. Two links
+// of the same kind (two DSL lines, two LTE modems) measure base delays a
+// fraction of a millisecond apart; the bigger one must win that tie, or
+// every short flow crosses the smaller one (a 100 KB transfer took 1.5 ×
+// as long). Half a millisecond one way keeps a ping within 1 ms of the
+// fastest path's round trip.
+const costSlack = 500 * time.Microsecond
+
+// rate is the path's bandwidth estimate, or its pacing rate when it has
+// none. A BBR path's pacing rate swings with its phase (2.77 × in Startup,
+// 0.9 × while draining), so an idle path in Startup would outbid a
+// bigger one that is cruising.
+func rate(p *Path) float64 {
+	if p.Rate > 0 {
+		return p.Rate
+	}
+	return p.PacingRate
+}
+
 // cheapest returns the index of the eligible path with the lowest cost
-// (ties: the higher pacing rate), or -1. A path losing more than
+// (within costSlack: the higher bandwidth), or -1. A path losing more than
 // maxUsefulLoss is taken only when no other is eligible.
 func cheapest(paths []Path, floor uint8, repair time.Duration, readyOnly bool, now mono.Time) int {
 	best := -1
@@ -135,7 +154,7 @@ func cheapest(paths []Path, floor uint8, repair time.Duration, readyOnly bool, n
 			continue
 		}
 		c, bc := cost(p, repair), cost(b, repair)
-		if c < bc || c == bc && p.PacingRate > b.PacingRate {
+		if c < bc-costSlack || c <= bc+costSlack && rate(p) > rate(b) {
 			best = i
 		}
 	}

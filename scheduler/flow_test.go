@@ -46,6 +46,29 @@ func TestFlowPinsToTheFastestPath(t *testing.T) {
 	}
 }
 
+// Two paths of the same delay, measured a fraction of a millisecond
+// apart: a new flow takes the bigger one, whichever measured lower.
+func TestFlowPrefersTheBiggerOfEquallyFastPaths(t *testing.T) {
+	s := mk(t, "flow")
+	p := twoPaths(true, true)
+	p[0].OWD, p[1].OWD = 5*ms+300*time.Microsecond, 5*ms
+	p[0].PacingRate, p[1].PacingRate = 20e6/8, 10e6/8
+	if d := flowPick(t, s, 0, p, FlowPacket{Flow: 7}); !d.OK || d.Path != 0 {
+		t.Fatalf("equal delays: %+v, want the 20 Mbit/s path", d)
+	}
+	// The bandwidth estimate decides, not the pacing rate: a small idle
+	// path in Startup paces at 2.77 × its estimate.
+	p[0].Rate, p[1].Rate, p[1].PacingRate = 20e6/8, 10e6/8, 27e6/8
+	if d := flowPick(t, s, 0, p, FlowPacket{Flow: 9}); !d.OK || d.Path != 0 {
+		t.Fatalf("equal delays, small path pacing high: %+v, want the 20 Mbit/s path", d)
+	}
+	// A real difference in delay still wins over rate.
+	p[0].OWD = 7 * ms
+	if d := flowPick(t, s, 0, p, FlowPacket{Flow: 8}); !d.OK || d.Path != 1 {
+		t.Fatalf("2 ms apart: %+v, want the lower-delay path", d)
+	}
+}
+
 // A flow whose path is busy waits for it rather than crossing the slow
 // path, until its wait exceeds what the slow path adds (datagram ECF).
 func TestFlowSpreadsOnlyWhenWaitingCostsMore(t *testing.T) {

@@ -27,6 +27,10 @@ type Path struct {
 	RTTVar     time.Duration
 	MinRTT     time.Duration
 	PacingRate float64 // bytes per second (0 = unknown)
+	// Rate is the controller's estimate of the path's bandwidth in bytes
+	// per second (BBR's model, CCID2's window per RTT; 0 = unknown).
+	// Unlike the pacing rate it does not swing with probing phases.
+	Rate float64
 	// Queued is the number of bytes already queued on this path and not
 	// yet sent.
 	Queued int
