@@ -6,6 +6,7 @@ import (
 	"math/bits"
 
 	"github.com/mptun/mptun/internal/mono"
+	"github.com/mptun/mptun/mpdccp/wire"
 )
 
 // History is one subflow's record of the packets it sent, indexed by a
@@ -213,9 +214,6 @@ func (h *History) indexOf(seq uint64) (uint64, bool) {
 	return lo + d, true
 }
 
-// seqDiff is a-b as a signed 48-bit distance in [-2^47, 2^47).
-func seqDiff(a, b uint64) int64 { return int64((a-b)&seqMask) << 16 >> 16 }
-
 // Seq is the wire sequence number of record i.
 func (h *History) Seq(i uint64) uint64 { return h.pkt(i).seq }
 
@@ -345,7 +343,7 @@ func (h *History) AckOfAck(ackNo uint64, runs []AckRun) (uint64, bool) {
 		}
 		end = i
 		p := h.pkt(i)
-		if seqDiff(ackNo, p.seq) < 0 {
+		if wire.SeqDiff(ackNo, p.seq) < 0 {
 			continue // not covered by this acknowledgement yet
 		}
 		if p.seq == ackNo || receivedIn(runs, p.seq) {
@@ -358,7 +356,7 @@ func (h *History) AckOfAck(ackNo uint64, runs []AckRun) (uint64, bool) {
 // receivedIn reports whether runs (newest first) say seq was received.
 func receivedIn(runs []AckRun, seq uint64) bool {
 	for _, r := range runs {
-		d := seqDiff(r.High, seq)
+		d := wire.SeqDiff(r.High, seq)
 		if d < 0 {
 			return false
 		}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/mptun/mptun/internal/mono"
+	"github.com/mptun/mptun/mpdccp/wire"
 )
 
 // refRepair and refAck are plain models of loss repair's ring and the
@@ -105,7 +106,7 @@ func TestHistoryUsersShareOneRing(t *testing.T) {
 		want, wantOK := uint64(0), false
 		for k := len(acks) - 1; k >= 0; k-- {
 			r := acks[k]
-			if seqDiff(hi, r.seq) < 0 {
+			if wire.SeqDiff(hi, r.seq) < 0 {
 				continue
 			}
 			if r.seq == hi || receivedIn(runs, r.seq) {

@@ -264,14 +264,8 @@ func (t *tracker) updateRTT(now mono.Time, sample time.Duration) {
 // idxOfSeq maps a wire sequence number to an index in [head, next), or
 // reports false.
 func (t *tracker) idxOfSeq(seq uint64) (uint64, bool) {
-	if !t.started {
-		return 0, false
-	}
-	d := (seq - t.seqOf(t.head)) & seqMask
-	if d >= t.next-t.head {
-		return 0, false
-	}
-	return t.head + d, true
+	i, ok := t.indexOf(seq)
+	return i, ok && i >= t.head
 }
 
 // onFeedback walks fb's Ack Vector. It calls ev for each newly acked packet
