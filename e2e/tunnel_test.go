@@ -92,6 +92,10 @@ func startShippedTunnel(t *testing.T, ctx context.Context, tp *topology, paths [
 	return cpe, srv
 }
 
+// mptcpFloor is the least goodput, as a fraction of kernel MPTCP's on
+// the same paths, that the end-to-end test accepts (see its use).
+const mptcpFloor = 0.90
+
 func TestTunnelEndToEnd(t *testing.T) {
 	requireRoot(t)
 	requireTools(t, "iperf3", "tshark", "mptcpize", "ethtool", "ping", "tc")
@@ -156,8 +160,13 @@ func TestTunnelEndToEnd(t *testing.T) {
 		if mptunMbps < 0.85*capacity {
 			t.Errorf("mptun goodput %.1f Mbit/s < 85%% of %v", mptunMbps, capacity)
 		}
-		if mptunMbps < 0.95*mptcpMbps {
-			t.Errorf("mptun goodput %.1f Mbit/s < 0.95 x kernel MPTCP %.1f", mptunMbps, mptcpMbps)
+		// A floor that catches a broken aggregate, not the performance
+		// target: that lives in `mptun bench aggregate` (BENCHMARKS.md).
+		// Our 88 B of outer headers leave an inner TCP segment of 1352 B
+		// per 1500 B datagram where MPTCP carries about 1428 B, so 0.947
+		// is the ceiling here and a run at 0.94 is not a regression.
+		if mptunMbps < mptcpFloor*mptcpMbps {
+			t.Errorf("mptun goodput %.1f Mbit/s < %.2f x kernel MPTCP %.1f", mptunMbps, mptcpFloor, mptcpMbps)
 		}
 
 		// The captured datagrams must all be well-formed DCCP-UDP, with the
