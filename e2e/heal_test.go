@@ -150,7 +150,8 @@ func tunnelGap(run *report.Run) (ms, atS float64) {
 // lost, the largest delivery gap at most 150 ms, no retransmission
 // timeout of the inner TCP flow, the path back in use within 1 s.
 func TestHealSilentBlackhole(t *testing.T) {
-	run := runHeal(t, "blackhole.toml", scenario.Options{Scale: 0.5}) // blackhole 10-20 s of 30
+	// Scaled for CI: blackhole 10-20 s of 30.
+	run := runHeal(t, "blackhole.toml", scenario.Options{Scale: 0.5})
 	back := eventAt(t, run, "restore", 0)
 	lte := pathRun(t, run, "lte")
 	inUse := inUseAfter(run, lte, back, 2)
@@ -174,7 +175,8 @@ func TestHealSilentBlackhole(t *testing.T) {
 // The concentrator killed and started 5 s later: traffic flows within
 // 5 s of its return, with nothing done on the CPE.
 func TestHealServerRestart(t *testing.T) {
-	run := runHeal(t, "server-restart.toml", scenario.Options{})
+	// Scaled for CI: killed 12-17 s of 27.
+	run := runHeal(t, "server-restart.toml", scenario.Options{Scale: 0.6})
 	back := eventAt(t, run, "restart_server", 0) // recorded when it runs again
 	again := firstProbeAfter(run, back)
 	t.Logf("first probe packet %.2f s after the concentrator was back", again)
@@ -360,7 +362,8 @@ func avgMbit(run *report.Run, p report.PathRun, from, to float64) float64 {
 // its RTT is low, moves to LTE when WiFi's RTT passes the threshold, and
 // back once WiFi stayed good for the hold time (3 s).
 func TestHealSwitchMode(t *testing.T) {
-	run := runHeal(t, "switch.toml", scenario.Options{})
+	// Scaled for CI: WiFi slow 11-22 s of 34.
+	run := runHeal(t, "switch.toml", scenario.Options{Scale: 0.75})
 	wifi := pathRun(t, run, "wifi")
 	slow := eventAt(t, run, "set", 0)
 	fast := eventAt(t, run, "set", 1)
@@ -411,7 +414,8 @@ func TestTunnelGap(t *testing.T) {
 // silently blackholed, and nothing again once DSL has been back for the
 // hold time (3 s).
 func TestHealActiveBackup(t *testing.T) {
-	run := runHeal(t, "active-backup.toml", scenario.Options{})
+	// Scaled for CI: DSL dark 11-22 s of 34.
+	run := runHeal(t, "active-backup.toml", scenario.Options{Scale: 0.75})
 	dsl := pathRun(t, run, "dsl")
 	dark := eventAt(t, run, "blackhole", 0)
 	back := eventAt(t, run, "restore", 0)

@@ -121,13 +121,22 @@ var simCells = []simCell{
 	{name: "20+10 8/35ms fast 1% loss", rate: [2]float64{20e6, 10e6}, delay: [2]time.Duration{8 * time.Millisecond, 35 * time.Millisecond}, loss: [2]float64{0.01, 0}},
 }
 
+// reportOnly skips a simulation report, which prints figures and asserts
+// nothing, unless its output is asked for (go test -v) on a full run: in
+// make test it would only take minutes of CI. The assertions on the same
+// simulations are in TestSimDoNoHarm and TestSimDoNoHarmRange.
+func reportOnly(t *testing.T) {
+	t.Helper()
+	if testing.Short() || !testing.Verbose() {
+		t.Skip("simulation report, asserts nothing: run with -v and without -short to print it")
+	}
+}
+
 // TestSimMatrixReport prints inner CUBIC goodput through the tunnel on
 // both paths and on the fast path alone, per cell (go test -run
 // SimMatrixReport -v). It asserts nothing; TestSimDoNoHarm does.
 func TestSimMatrixReport(t *testing.T) {
-	if testing.Short() {
-		t.Skip("long simulation report; run without -short")
-	}
+	reportOnly(t)
 	const dur = 20 * time.Second
 	fmt.Printf("%-28s %-5s %8s %8s %6s %6s %7s %5s %5s %8s\n", "cell", "inner", "1 path", "2 paths", "ratio", "/sum", "retrans", "rto", "spur", "rtt p50")
 	for _, bbr := range []bool{false, true} {
@@ -198,9 +207,7 @@ func TestSimDoNoHarm(t *testing.T) {
 // (go test -run SimAblationReport -v): goodput over two paths, and a
 // ping's round trip and 100 KB transfers beside a bulk download.
 func TestSimAblationReport(t *testing.T) {
-	if testing.Short() {
-		t.Skip("long simulation report; run without -short")
-	}
+	reportOnly(t)
 	noRandomLoss := ccid.DefaultBBRParams()
 	noRandomLoss.RandomLossMax = 0
 	variants := []struct {

@@ -131,9 +131,7 @@ func p99(s []time.Duration) time.Duration {
 // the tunnel on both paths and on the fast path alone, idle and beside a
 // bulk download (go test -run SimLatencyReport -v).
 func TestSimLatencyReport(t *testing.T) {
-	if testing.Short() {
-		t.Skip("long simulation report; run without -short")
-	}
+	reportOnly(t)
 	cells := []simCell{simCells[0], simCells[1], simCells[3]}
 	fmt.Printf("%-24s %-5s %-7s %9s %9s %9s %9s %9s\n", "cell", "bulk", "paths", "ping p50", "ping p99", "10KB p50", "100KB p50", "100KB p99")
 	for _, cell := range cells {

@@ -38,9 +38,7 @@ var rangeCells = []simCell{
 // SimRangeReport -v). It asserts nothing; it is how the defaults are
 // checked beyond the matrix they were designed on.
 func TestSimRangeReport(t *testing.T) {
-	if testing.Short() {
-		t.Skip("long simulation report; run without -short")
-	}
+	reportOnly(t)
 	const dur = 16 * time.Second
 	fmt.Printf("%-34s %-5s %8s %8s %8s %6s %7s %8s\n", "cell", "inner", "path 1", "path 2", "both", "ratio", "retrans", "rtt p50")
 	for _, bbr := range []bool{false, true} {
