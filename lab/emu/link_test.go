@@ -211,6 +211,17 @@ func TestRateQueueAndTBF(t *testing.T) {
 	if st.DroppedQueue == 0 {
 		t.Error("emulator queue never overflowed at 1.2x: the bottleneck was elsewhere")
 	}
+	// The cross-check against tbf needs tbf to have delivered its rate.
+	// Its burst is two frames: when the host stalls its watchdog timer for
+	// more than 1.2 ms (a VM's steal time; CI saw p99 3.7 ms, max 12 ms),
+	// tbf loses that time for good, where the emulator, checked against
+	// the rate itself above, catches up. A tbf short of its rate then says
+	// nothing about the emulator.
+	if math.Abs(got[1]/rate-1) > 0.05 {
+		t.Logf("tbf delivered %.3f Mbit/s of %.0f: host timer stalls (emulator's lateness %s); the emulator/tbf ratio is not checked",
+			got[1]/1e6, rate/1e6, tb.Paths[0].Link.TimerLateness(emu.AB))
+		return
+	}
 	if r := got[0] / got[1]; math.Abs(r-1) > 0.05 {
 		t.Errorf("emulator/tbf delivered rate ratio %.3f, want within 5%%", r)
 	}
