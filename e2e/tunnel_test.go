@@ -157,16 +157,14 @@ func TestTunnelEndToEnd(t *testing.T) {
 		mptcpMbps, mptcpRetr = iperf(t, ctx, tp.srv, tp.cpe, b0, secs, []string{"mptcpize", "run"})
 		t.Logf("paths 50+30 Mbit/s, %d s cubic: mptun %.1f Mbit/s (%.1f%% of sum, %d retr), kernel MPTCP %.1f Mbit/s (%.1f%%, %d retr), ratio %.3f",
 			secs, mptunMbps, 100*mptunMbps/capacity, mptunRetr, mptcpMbps, 100*mptcpMbps/capacity, mptcpRetr, mptunMbps/mptcpMbps)
-		// Floors that catch a broken aggregate (the faster path alone
-		// gives at most 56 % of the sum), not the performance targets:
-		// those live in `mptun bench aggregate` (BENCHMARKS.md). Our 88 B
-		// of outer headers leave an inner TCP segment of 1352 B per
-		// 1500 B datagram (a ceiling of 90 % of the sum) where MPTCP
-		// carries about 1428 B, so 0.947 × MPTCP is the ceiling here and
-		// a run at 0.94 is not a regression.
-		if mptunMbps < 0.80*capacity {
-			t.Errorf("mptun goodput %.1f Mbit/s < 80%% of %v", mptunMbps, capacity)
-		}
+		// A floor that catches a broken aggregate (the faster path alone
+		// gives at most 56 % of the sum, about 0.6 × MPTCP), judged
+		// against MPTCP measured on the same paths in the same run, so a
+		// slower machine moves both. The performance target lives in
+		// `mptun bench aggregate` (BENCHMARKS.md). Our 88 B of outer
+		// headers leave an inner TCP segment of 1352 B per 1500 B
+		// datagram where MPTCP carries about 1428 B, so 0.947 × MPTCP is
+		// the ceiling here and a run at 0.94 is not a regression.
 		if mptunMbps < mptcpFloor*mptcpMbps {
 			t.Errorf("mptun goodput %.1f Mbit/s < %.2f x kernel MPTCP %.1f", mptunMbps, mptcpFloor, mptcpMbps)
 		}
