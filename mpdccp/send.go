@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/mptun/mptun/ccid"
+	"github.com/mptun/mptun/ccid/aqm"
 	"github.com/mptun/mptun/internal/mono"
 	"github.com/mptun/mptun/mpdccp/wire"
 	"github.com/mptun/mptun/scheduler"
@@ -378,27 +379,39 @@ type fqPicker Conn
 
 // Pick places flow f's oldest packet: on a path that can send it now
 // (recorded in c.pickBuf), or not at all.
-func (p *fqPicker) Pick(f int, head []byte, sojourn time.Duration) (bool, time.Duration) {
+func (p *fqPicker) Pick(f int, head []byte, sojourn time.Duration) (bool, aqm.Allowance) {
 	c := (*Conn)(p)
 	now := c.pickNow
 	if fp, ok := c.sched.(scheduler.FlowPicker); ok {
 		d := fp.PickFlow(now, c.schedBuf, scheduler.FlowPacket{Flow: f, Size: len(head), Sojourn: sojourn})
+		allow := aqm.Allowance{Extra: d.Extra}
 		if !d.OK {
 			if d.RetryIn > 0 {
 				c.retryAt = mono.Min(c.retryAt, now.Add(d.RetryIn))
 			}
-			return false, d.Extra
+			return false, allow
 		}
 		c.pickBuf = append(c.pickBuf[:0], d.Path)
-		return true, d.Extra
+		allow.RTT = d.RTT
+		return true, allow
 	}
 	c.pickBuf = c.sched.Pick(now, c.schedBuf,
 		scheduler.Packet{Size: len(head), Backlog: c.fq.Bytes()}, c.pickBuf[:0])
 	if len(c.pickBuf) == 0 {
-		return false, 0
+		return false, aqm.Allowance{}
 	}
 	sf := c.pathByID(c.pickBuf[0])
-	return sf != nil && sf.usable() && sf.ready(now), 0
+	return sf != nil && sf.usable() && sf.ready(now), aqm.Allowance{RTT: c.pathRTT(c.pickBuf[0])}
+}
+
+// pathRTT is path id's minimum RTT, the round trip of a flow sent on it.
+func (c *Conn) pathRTT(id int) time.Duration {
+	for i := range c.schedBuf {
+		if p := &c.schedBuf[i]; p.ID == id {
+			return p.MinRTT
+		}
+	}
+	return 0
 }
 
 // flowOrder is what the sender remembers of a flow (bucket) to tell the

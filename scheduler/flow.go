@@ -29,8 +29,9 @@ func init() {
 //     that one path can carry never builds that wait, so it never pays a
 //     slower path's delay; a flow that needs more capacity queues up to
 //     that point and then takes the slower path as overflow. The send
-//     queue's AQM gives such a flow that much extra allowance (PickFlow's
-//     extra).
+//     queue's AQM gives such a flow that much extra allowance, up to
+//     maxRTTSpread, and waits for its RTT over the slowest of those paths
+//     (FlowDecision's Extra and RTT).
 //   - A flow that sends most of its packets on a slower path (the pinned
 //     path is the smaller one: a slow DSL line beside a fast LTE one) is
 //     pinned to that path instead, and the lower-delay path becomes its
@@ -75,6 +76,10 @@ const (
 	minShare    = 0.4
 	shareWindow = 64
 	bulkIdle    = time.Second
+	// maxRTTSpread: a path more than this slower (one way) counts neither
+	// in a flow's RTT nor in its queue allowance (FlowDecision): its AQM
+	// should not let the flow's queue grow onto a satellite path.
+	maxRTTSpread = 150 * time.Millisecond
 )
 
 func (*flowSched) Name() string { return "flow" }
@@ -213,19 +218,31 @@ func (s *flowSched) PickFlow(now mono.Time, paths []Path, f FlowPacket) FlowDeci
 	pd := delay(prim, repair)
 	// The wait worth building before the slowest useful path helps: its
 	// base delay difference (a queue on that path is no reason to queue
-	// more here; the flow backs off instead).
+	// more here; the flow backs off instead). The flow's RTT is that of
+	// the slowest path it may use, satellites aside (maxRTTSpread).
 	var extra time.Duration
+	rtt := prim.MinRTT
 	for i := range paths {
 		q := &paths[i]
 		if i == pi || !eligible(q, floor) || q.Loss > maxUsefulLoss {
 			continue
 		}
-		extra = max(extra, cost(q, repair)-cost(prim, repair)+margin(prim, q))
+		d := cost(q, repair) - cost(prim, repair)
+		extra = max(extra, d+margin(prim, q))
+		if d <= maxRTTSpread {
+			rtt = max(rtt, q.MinRTT)
+		}
 	}
+	// The queue the AQM lets the flow build for that: a flow that backs
+	// off on drops (CUBIC) does not get to a satellite path's delay
+	// difference, where each packet it sent there would stall it for the
+	// satellite's delay; one that keeps its queue regardless (BBR) still
+	// spreads.
+	allow := min(extra, maxRTTSpread)
 	if ready(prim, now) {
 		s.pick(prim.ID)
 		fe.share += (1 - fe.share) / shareWindow
-		return FlowDecision{OK: true, Path: prim.ID, Extra: extra}
+		return FlowDecision{OK: true, Path: prim.ID, Extra: allow, RTT: rtt}
 	}
 	// The pinned path cannot send now: a ready slower path takes the
 	// packet if it arrives sooner than waiting would (the wait so far
@@ -248,7 +265,7 @@ func (s *flowSched) PickFlow(now mono.Time, paths []Path, f FlowPacket) FlowDeci
 				// Most of the flow goes to q: pin it there.
 				fe.primary, fe.share, fe.striping, fe.bulk = q.ID, 1-fe.share, false, true
 			}
-			return FlowDecision{OK: true, Path: q.ID, Extra: extra}
+			return FlowDecision{OK: true, Path: q.ID, Extra: allow, RTT: rtt}
 		}
 		if retry < 0 || need-f.Sojourn < retry {
 			retry = need - f.Sojourn
@@ -258,7 +275,7 @@ func (s *flowSched) PickFlow(now mono.Time, paths []Path, f FlowPacket) FlowDeci
 		fe.striping = false
 	}
 	s.holds++
-	return FlowDecision{Extra: extra, RetryIn: max(retry, 0)}
+	return FlowDecision{Extra: allow, RTT: rtt, RetryIn: max(retry, 0)}
 }
 
 // flowletGap is how long a flow must have been idle before it may move to

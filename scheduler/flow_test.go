@@ -46,6 +46,27 @@ func TestFlowPinsToTheFastestPath(t *testing.T) {
 	}
 }
 
+// The flow's RTT, which its send queue's AQM waits for, is that of the
+// slowest path it may spread onto; a satellite path (over 150 ms slower
+// one way) does not count, and its delay difference is not all allowed as
+// queue; a flow pinned to that path has its RTT.
+func TestFlowRTT(t *testing.T) {
+	s := mk(t, "flow")
+	d := flowPick(t, s, 0, twoPaths(true, true), FlowPacket{Flow: 3, Size: 100})
+	if d.RTT != 70*ms {
+		t.Fatalf("8 + 35 ms: RTT %v, want the slow path's 70 ms", d.RTT)
+	}
+	p := twoPaths(true, true)
+	p[1].OWD, p[1].MinRTT, p[1].SRTT = 300*ms, 600*ms, 600*ms
+	if d := flowPick(t, s, 0, p, FlowPacket{Flow: 4}); d.Path != 0 || d.RTT != 16*ms || d.Extra != maxRTTSpread {
+		t.Fatalf("8 + 300 ms: %+v, want the fast path with its own 16 ms RTT and a queue allowance of %v", d, maxRTTSpread)
+	}
+	p[0].Usable = false
+	if d := flowPick(t, s, 0, p, FlowPacket{Flow: 5}); d.Path != 1 || d.RTT != 600*ms {
+		t.Fatalf("satellite path alone: %+v, want its 600 ms RTT", d)
+	}
+}
+
 // Two paths of the same delay, measured a fraction of a millisecond
 // apart: a new flow takes the bigger one, whichever measured lower.
 func TestFlowPrefersTheBiggerOfEquallyFastPaths(t *testing.T) {

@@ -88,8 +88,13 @@ type Shrinker interface {
 type FlowDecision struct {
 	OK   bool
 	Path int // path id, when OK
-	// Extra is the queueing the flow may build on purpose (see FlowPicker).
+	// Extra is the queueing the flow may build on purpose (see FlowPicker),
+	// for its AQM.
 	Extra time.Duration
+	// RTT is the round trip the flow's packets take without queueing,
+	// over the paths it may use (0 = unknown): its send queue's AQM waits
+	// that long for the flow to react (aqm.Allowance).
+	RTT time.Duration
 	// RetryIn, when not OK and > 0, is when the flow's wait will have grown
 	// enough for a ready slower path to take it.
 	RetryIn time.Duration

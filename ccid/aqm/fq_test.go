@@ -11,11 +11,15 @@ import (
 
 type pickAll struct{ extra time.Duration }
 
-func (p pickAll) Pick(int, []byte, time.Duration) (bool, time.Duration) { return true, p.extra }
+func (p pickAll) Pick(int, []byte, time.Duration) (bool, Allowance) {
+	return true, Allowance{Extra: p.extra}
+}
 
 type pickNot struct{ not int }
 
-func (p pickNot) Pick(f int, _ []byte, _ time.Duration) (bool, time.Duration) { return f != p.not, 0 }
+func (p pickNot) Pick(f int, _ []byte, _ time.Duration) (bool, Allowance) {
+	return f != p.not, Allowance{}
+}
 
 func TestFQSparseFlowOvertakesBulk(t *testing.T) {
 	q := NewFQ(FQConfig{Config: Config{Limit: 512}})
@@ -164,5 +168,49 @@ func BenchmarkFQEnqueueDequeue(b *testing.B) {
 		now += 1000
 		q.Enqueue(now, p, uint64(now)%7)
 		q.Dequeue(now, pickAll{})
+	}
+}
+
+// steadyQueue holds one flow's sojourn at about backlog ms (one packet in
+// and one out per ms after a backlog) for dur, and returns the packets
+// CoDel signalled.
+func steadyQueue(t *testing.T, backlog int, allow Allowance, dur time.Duration) uint64 {
+	t.Helper()
+	q := NewFQ(FQConfig{Config: Config{Target: 20 * time.Millisecond, Limit: 4096}})
+	for i := 0; i < backlog; i++ {
+		q.Enqueue(0, ipv4(1500, NotECT), 7)
+	}
+	for now := mono.Time(0); now < mono.Time(dur); now += mono.Time(time.Millisecond) {
+		q.Enqueue(now, ipv4(1500, NotECT), 7)
+		q.Dequeue(now, pickAllow{allow})
+	}
+	s := q.Stats()
+	return s.Dropped + s.Marked
+}
+
+type pickAllow struct{ a Allowance }
+
+func (p pickAllow) Pick(int, []byte, time.Duration) (bool, Allowance) { return true, p.a }
+
+func TestFQCoDelFollowsFlowRTT(t *testing.T) {
+	// A standing 60 ms queue: too much for a flow with a short RTT, ...
+	if n := steadyQueue(t, 60, Allowance{}, 2*time.Second); n == 0 {
+		t.Fatal("a standing 60 ms queue of a flow with unknown RTT was never signalled")
+	}
+	if n := steadyQueue(t, 60, Allowance{RTT: 80 * time.Millisecond}, 2*time.Second); n == 0 {
+		t.Fatal("a standing 60 ms queue of an 80 ms RTT flow was never signalled")
+	}
+	// ... but what a flow over a satellite path (600 ms) needs to keep the
+	// path busy after a cut of its window.
+	if n := steadyQueue(t, 60, Allowance{RTT: 600 * time.Millisecond}, 2*time.Second); n != 0 {
+		t.Fatalf("%d signals to a 600 ms RTT flow with a 60 ms queue", n)
+	}
+	// Its queue is still bounded: half its RTT.
+	if n := steadyQueue(t, 400, Allowance{RTT: 600 * time.Millisecond}, 3*time.Second); n == 0 {
+		t.Fatal("a standing 400 ms queue of a 600 ms RTT flow was never signalled")
+	}
+	p := (&FQ{cfg: FQConfig{Config: Config{Target: 20 * time.Millisecond}}}).params(Allowance{Extra: 30 * time.Millisecond, RTT: 600 * time.Millisecond})
+	if p.Interval != 600*time.Millisecond || p.Target != 300*time.Millisecond {
+		t.Fatalf("600 ms RTT, 30 ms extra: interval %v target %v, want 600ms and 300ms", p.Interval, p.Target)
 	}
 }
