@@ -184,6 +184,23 @@ func TestControlCallsDuringTrafficAndAfterRun(t *testing.T) {
 	cliCtx, stopCli := context.WithCancel(context.Background())
 	cliDone := make(chan error, 1)
 	go func() { cliDone <- cli.dp.Run(cliCtx, 100*time.Millisecond) }()
+	// Traffic starts once the connection is open: before, the send queue
+	// may drop every packet as full on a loaded machine, and the test
+	// would see no packet sent.
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		open := false
+		if err := cli.dp.Do(context.Background(), func(now mono.Time, ep *mpdccp.Endpoint) {
+			open = len(ep.Conns()) == 1 && ep.Conns()[0].State() == mpdccp.Open
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if open {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("connection did not open over loopback")
+		}
+	}
 
 	const n = 2000
 	go func() {
