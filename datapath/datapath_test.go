@@ -73,19 +73,25 @@ func startPairWrapped(t *testing.T, wrapSrv func(*netio.Conn) Socket) (cli, srv 
 		cli.dev.Close()
 		srv.dev.Close()
 	})
-	deadline := time.Now().Add(5 * time.Second)
-	for time.Now().Before(deadline) {
+	waitOpen(t, cli)
+	return cli, srv
+}
+
+// waitOpen waits until s's endpoint has one open connection.
+func waitOpen(t *testing.T, s *side) {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
 		open := false
-		cli.dp.Do(context.Background(), func(now mono.Time, ep *mpdccp.Endpoint) {
+		if err := s.dp.Do(context.Background(), func(now mono.Time, ep *mpdccp.Endpoint) {
 			open = len(ep.Conns()) == 1 && ep.Conns()[0].State() == mpdccp.Open
-		})
-		if open {
-			return cli, srv
+		}); err != nil {
+			t.Fatal(err)
 		}
-		time.Sleep(10 * time.Millisecond)
+		if open {
+			return
+		}
 	}
 	t.Fatal("connection did not open over loopback")
-	return nil, nil
 }
 
 // ipv4UDP is an ECT(0) inner packet numbered id.
@@ -187,20 +193,7 @@ func TestControlCallsDuringTrafficAndAfterRun(t *testing.T) {
 	// Traffic starts once the connection is open: before, the send queue
 	// may drop every packet as full on a loaded machine, and the test
 	// would see no packet sent.
-	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(5 * time.Millisecond) {
-		open := false
-		if err := cli.dp.Do(context.Background(), func(now mono.Time, ep *mpdccp.Endpoint) {
-			open = len(ep.Conns()) == 1 && ep.Conns()[0].State() == mpdccp.Open
-		}); err != nil {
-			t.Fatal(err)
-		}
-		if open {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("connection did not open over loopback")
-		}
-	}
+	waitOpen(t, cli)
 
 	const n = 2000
 	go func() {

@@ -329,9 +329,6 @@ func (q *FQ) dequeueFlow(now mono.Time, f int, allow Allowance) ([]byte, bool) {
 // params are CoDel's parameters for a flow with allowance a.
 func (q *FQ) params(a Allowance) codel.Params {
 	p := codel.Params{Target: q.cfg.Target + a.Extra, Interval: q.cfg.Interval, MTU: q.cfg.MTU}
-	if p.Interval <= 0 {
-		p.Interval = codel.DefaultInterval
-	}
 	if a.RTT > p.Interval {
 		p.Interval = a.RTT
 		p.Target = max(p.Target, a.RTT/2)

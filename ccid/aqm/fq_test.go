@@ -209,7 +209,7 @@ func TestFQCoDelFollowsFlowRTT(t *testing.T) {
 	if n := steadyQueue(t, 400, Allowance{RTT: 600 * time.Millisecond}, 3*time.Second); n == 0 {
 		t.Fatal("a standing 400 ms queue of a 600 ms RTT flow was never signalled")
 	}
-	p := (&FQ{cfg: FQConfig{Config: Config{Target: 20 * time.Millisecond}}}).params(Allowance{Extra: 30 * time.Millisecond, RTT: 600 * time.Millisecond})
+	p := NewFQ(FQConfig{Config: Config{Target: 20 * time.Millisecond}}).params(Allowance{Extra: 30 * time.Millisecond, RTT: 600 * time.Millisecond})
 	if p.Interval != 600*time.Millisecond || p.Target != 300*time.Millisecond {
 		t.Fatalf("600 ms RTT, 30 ms extra: interval %v target %v, want 600ms and 300ms", p.Interval, p.Target)
 	}
