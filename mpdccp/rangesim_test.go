@@ -107,3 +107,42 @@ func TestSimLongPathAQM(t *testing.T) {
 		}
 	}
 }
+
+// TestSimStandbyTerrestrialReport prints one inner flow's goodput over a
+// satellite path bigger than the terrestrial one when the terrestrial
+// path is standby (MP_PRIO 1, what active-backup mode with the satellite
+// preferred sets): the README's workaround for a flow that would stay on
+// the small terrestrial path. It asserts nothing.
+func TestSimStandbyTerrestrialReport(t *testing.T) {
+	reportOnly(t)
+	for _, bbr := range []bool{false, true} {
+		for _, cell := range []simCell{rangeCells[3], rangeCells[4]} {
+			cfg := Config{CCID: "bbr", Retransmit: true, AQM: defaultAQM()}
+			h := newHarness(t, harnessConfig{seed: simSeed, links: cell.links(2), cli: cfg, srv: cfg})
+			var flows []*innerTCP
+			h.onDeliver = func(side int, c *Conn, b []byte) { routeInner(flows, side, b) }
+			c := h.dial(2)
+			if !h.runUntil(10*time.Second, func() bool { return h.openPaths(c) == 2 && h.openPaths(h.serverConn()) == 2 }) {
+				t.Fatalf("%s: not open", cell.name)
+			}
+			terrestrial := 0
+			if cell.delay[1] < cell.delay[0] {
+				terrestrial = 1
+			}
+			if err := c.SetPrio(h.sim.Now(), terrestrial, 1); err != nil {
+				t.Fatal(err)
+			}
+			f := newInnerTCP(h, sideClient, 5201, 1400)
+			if bbr {
+				f.bbr = newInnerBBR(1400)
+			}
+			flows = append(flows, f)
+			const dur = 16 * time.Second
+			start := h.sim.Now()
+			f.start(start.Add(dur))
+			h.run(dur)
+			fmt.Printf("%-34s %-5s terrestrial path standby: %6.2f Mbit/s\n", cell.name,
+				map[bool]string{false: "cubic", true: "bbr"}[bbr], f.goodput(start.Add(dur/4), start.Add(dur))/1e6)
+		}
+	}
+}
