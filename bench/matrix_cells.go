@@ -138,6 +138,8 @@ func cell(block string, ratio float64, d [2]float64, loss float64, traffic, dir 
 //	core:    2:1, every delay pair × loss 0, 0.5, 2, 5 %, inner cubic, down   16
 //	ratio:   1:1, 10:1, inverted 1:2 × 8+35, 10+120 × loss 0, 2 %             12
 //	bbr:     2:1, every delay pair × loss 0, 2 %, inner bbr                     8
+//	         inverted 1:2 (a small short path beside a big long one, DSL
+//	         beside LTE) × 8+35, 10+120, lossless, inner bbr                  2
 //	upload:  2:1, 8+35, 10+120 × loss 0, 2 %, inner cubic, up                   4
 //	udp:     2:1, every delay pair × loss 0, 2 %; 8+35 × 0.5, 5 %; 8+35 up      11
 //	bursty:  2:1, 8+35, Gilbert–Elliott on b: cubic, bbr, udp                   3
@@ -160,6 +162,9 @@ func FullCells() []Cell {
 		for _, l := range []float64{0, 0.02} {
 			cs = append(cs, cell("bbr", 2, d, l, "bbr", "down"))
 		}
+	}
+	for _, d := range delays[1:3] {
+		cs = append(cs, cell("bbr", 0.5, d, 0, "bbr", "down"))
 	}
 	for _, d := range delays[1:3] {
 		for _, l := range []float64{0, 0.02} {

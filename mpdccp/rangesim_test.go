@@ -4,6 +4,7 @@ package mpdccp
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -32,6 +33,34 @@ var rangeCells = []simCell{
 		delay: [2]time.Duration{8 * time.Millisecond, 40 * time.Millisecond}, loss: [2]float64{0, 0.10}},
 	{name: "5G 100/15 j5 + DSL 40/10", rate: [2]float64{100e6, 40e6},
 		delay: [2]time.Duration{15 * time.Millisecond, 10 * time.Millisecond}, jitter: [2]time.Duration{5 * time.Millisecond, 0}},
+	// The lab matrix's inverted cells: the low-delay path is the small one.
+	{name: "DSL 10/8 + LTE 20/35", rate: [2]float64{10e6, 20e6},
+		delay: [2]time.Duration{8 * time.Millisecond, 35 * time.Millisecond}},
+}
+
+// TestSimSeedsReport prints one inner flow's goodput over both paths for
+// four simulator seeds and their mean, on the cells where the outcome
+// depends most on chance (jitter, bursty loss, a flow that may or may not
+// move its pin) and on the DSL+LTE-like ones: one seed is not evidence
+// for a change of the defaults. It asserts nothing.
+func TestSimSeedsReport(t *testing.T) {
+	reportOnly(t)
+	defer func(s int64) { simSeed = s }(simSeed)
+	cells := []simCell{simCells[0], simCells[1], rangeCells[0], rangeCells[1], rangeCells[5], rangeCells[8]}
+	for _, bbr := range []bool{false, true} {
+		for _, cell := range cells {
+			var sum float64
+			var each []string
+			for seed := int64(1); seed <= 4; seed++ {
+				simSeed = seed
+				r := runInner(t, cell, 2, Config{}, 16*time.Second, bbr)
+				sum += r.goodput / 1e6
+				each = append(each, fmt.Sprintf("%.1f", r.goodput/1e6))
+			}
+			fmt.Printf("%-34s %-5s mean %6.2f Mbit/s, seeds 1-4: %s\n", cell.name,
+				map[bool]string{false: "cubic", true: "bbr"}[bbr], sum/4, strings.Join(each, " "))
+		}
+	}
 }
 
 // TestSimRangeReport prints inner CUBIC and BBR goodput over both paths
