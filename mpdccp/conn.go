@@ -85,6 +85,8 @@ type Conn struct {
 	flowSeed  uint64
 	pickNow   mono.Time
 	retryAt   mono.Time // earliest time a held flow may be taken (scheduler.FlowDecision.RetryIn)
+	firstPass bool      // the flow queue's first walk (scheduler.FlowPacket.FirstPass)
+	yielded   bool      // a spread flow yielded in it
 	head      queued
 	hasHead   bool
 	pend      queued // a packet with copies still to send (redundant schedulers)

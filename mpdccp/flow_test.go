@@ -143,3 +143,68 @@ func TestSpreadFlowBesidePing(t *testing.T) {
 		t.Errorf("ping one-way delay p90 %v, want about the fast path's 8 ms", d)
 	}
 }
+
+// A flow spread over both paths (UDP at 70 % of their sum) beside a
+// flow that the fast path alone carries but that sends in bursts (ten
+// 1200-byte packets every 20 ms, 4.8 Mbit/s, like web objects): the
+// spread flow yields the fast path to it (scheduler.FlowPacket.FirstPass),
+// so a burst leaves at the path's rate, not at half of it in turns with
+// the spread flow's backlog.
+func TestSpreadFlowYieldsToAFlowOnOnePath(t *testing.T) {
+	cell := simCell{rate: [2]float64{20e6, 10e6}, delay: [2]time.Duration{8 * time.Millisecond, 35 * time.Millisecond}}
+	cfg := Config{CCID: "bbr", Retransmit: true, AQM: defaultAQM()}
+	h := newHarness(t, harnessConfig{seed: 22, links: cell.links(2), cli: cfg, srv: cfg})
+	bulk := &cbr{h: h, side: sideClient, port: 9000, size: 1200, sent: map[uint32]mono.Time{}}
+	bursts := &cbr{h: h, side: sideClient, port: 9001, size: 1200, sent: map[uint32]mono.Time{}}
+	h.onDeliver = func(side int, c *Conn, b []byte) {
+		if side == sideServer && !bulk.deliver(b) {
+			bursts.deliver(b)
+		}
+	}
+	c := h.dial(2)
+	if !h.runUntil(5*time.Second, func() bool { return h.openPaths(c) == 2 && h.openPaths(h.serverConn()) == 2 }) {
+		t.Fatal("not open")
+	}
+	bulk.run(21e6, 10*time.Second)
+	h.run(2 * time.Second)
+	bursts.runBursts(10, 20*time.Millisecond, 8*time.Second)
+	h.run(10 * time.Second)
+
+	if len(bursts.delay) < len(bursts.sent)*99/100 || len(bulk.delay) < len(bulk.sent)*99/100 {
+		t.Fatalf("delivered: bursts %d of %d, spread flow %d of %d", len(bursts.delay), len(bursts.sent), len(bulk.delay), len(bulk.sent))
+	}
+	d50 := quantileDur(append([]time.Duration(nil), bursts.delay...), 0.5)
+	d90 := quantileDur(append([]time.Duration(nil), bursts.delay...), 0.9)
+	b90 := quantileDur(append([]time.Duration(nil), bulk.delay...), 0.9)
+	t.Logf("bursts' one-way delay p50 %v p90 %v; spread flow p90 %v", d50, d90, b90)
+	// A burst's last packet leaves 10 × 0.48 ms after its first at the
+	// fast path's rate: 8 ms + 4.8 ms + pacing slack.
+	if d90 > 14*time.Millisecond {
+		t.Errorf("bursts' one-way delay p90 %v, want about the fast path's 8 ms + 5 ms", d90)
+	}
+}
+
+// runBursts offers n packets at once every gap for dur.
+func (s *cbr) runBursts(n int, gap, dur time.Duration) {
+	end := s.h.sim.Now().Add(dur)
+	var id uint32
+	var burst func()
+	burst = func() {
+		c := s.h.conn
+		if s.side == sideServer {
+			c = s.h.serverConn()
+		}
+		for range n {
+			p := innerUDP(id, 17, s.port)
+			p = append(p, make([]byte, s.size-len(p))...)
+			s.sent[id] = s.h.sim.Now()
+			c.Send(s.h.sim.Now(), p)
+			id++
+		}
+		s.h.service(s.side)
+		if s.h.sim.Now() < end {
+			s.h.sim.After(gap, burst)
+		}
+	}
+	burst()
+}

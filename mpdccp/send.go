@@ -340,7 +340,14 @@ func (c *Conn) pollFlows(now mono.Time, buf []byte) (Transmit, bool, mono.Time) 
 		return Transmit{}, false, mono.Never
 	}
 	c.pickNow, c.retryAt = now, mono.Never
+	// Flows kept on one path go first (scheduler.FlowPacket.FirstPass);
+	// the second pass, only if a spread flow yielded, offers every flow.
+	c.firstPass, c.yielded = true, false
 	pkt, f, ok := c.fq.Dequeue(now, (*fqPicker)(c))
+	if !ok && c.yielded {
+		c.firstPass = false
+		pkt, f, ok = c.fq.Dequeue(now, (*fqPicker)(c))
+	}
 	if !ok {
 		return Transmit{}, false, mono.Min(c.retryTime(now), c.retryAt)
 	}
@@ -383,9 +390,10 @@ func (p *fqPicker) Pick(f int, head []byte, sojourn time.Duration) (bool, aqm.Al
 	c := (*Conn)(p)
 	now := c.pickNow
 	if fp, ok := c.sched.(scheduler.FlowPicker); ok {
-		d := fp.PickFlow(now, c.schedBuf, scheduler.FlowPacket{Flow: f, Size: len(head), Sojourn: sojourn})
+		d := fp.PickFlow(now, c.schedBuf, scheduler.FlowPacket{Flow: f, Size: len(head), Sojourn: sojourn, FirstPass: c.firstPass})
 		allow := aqm.Allowance{Extra: d.Extra}
 		if !d.OK {
+			c.yielded = c.yielded || d.Yielded
 			if d.RetryIn > 0 {
 				c.retryAt = mono.Min(c.retryAt, now.Add(d.RetryIn))
 			}

@@ -28,6 +28,14 @@ func (c *counters) pick(id int) {
 	c.picks[id]++
 }
 
+// picked is how many packets path id has been given.
+func (c *counters) picked(id int) uint64 {
+	if id < 0 || id >= len(c.picks) {
+		return 0
+	}
+	return c.picks[id]
+}
+
 // record counts the result of one Pick.
 func (c *counters) record(dst []int) []int {
 	if len(dst) == 0 {

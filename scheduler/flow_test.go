@@ -91,7 +91,9 @@ func TestFlowPrefersTheBiggerOfEquallyFastPaths(t *testing.T) {
 }
 
 // A flow whose path is busy waits for it rather than crossing the slow
-// path, until its wait exceeds what the slow path adds (datagram ECF).
+// path, until its wait reaches what the slow path adds (datagram ECF)
+// less half the fast path's round trip (spreadRTT): 27 ms + 2 ms margin
+// - 8 ms = 21 ms.
 func TestFlowSpreadsOnlyWhenWaitingCostsMore(t *testing.T) {
 	s := mk(t, "flow")
 	flowPick(t, s, 0, twoPaths(true, true), FlowPacket{Flow: 1})
@@ -99,20 +101,29 @@ func TestFlowSpreadsOnlyWhenWaitingCostsMore(t *testing.T) {
 	if d.OK {
 		t.Fatalf("short wait: sent on path %d, want hold", d.Path)
 	}
-	if d.RetryIn < 20*ms || d.RetryIn > 30*ms {
-		t.Errorf("retry in %v, want about 27 ms - 5 ms + margin", d.RetryIn)
+	if d.RetryIn != 16*ms {
+		t.Errorf("retry in %v, want 27 ms + 2 ms margin - 8 ms - 5 ms", d.RetryIn)
 	}
-	d = flowPick(t, s, 0, twoPaths(false, true), FlowPacket{Flow: 1, Sojourn: 40 * ms})
+	if d := flowPick(t, s, 0, twoPaths(false, true), FlowPacket{Flow: 1, Sojourn: 20 * ms}); d.OK {
+		t.Fatalf("a wait just short of 21 ms: sent on path %d, want hold", d.Path)
+	}
+	d = flowPick(t, s, 0, twoPaths(false, true), FlowPacket{Flow: 1, Sojourn: 21 * ms})
 	if !d.OK || d.Path != 1 {
-		t.Fatalf("long wait: %+v, want the slow path", d)
+		t.Fatalf("a wait of 21 ms: %+v, want the slow path", d)
 	}
 	// Hysteresis: while spreading, a somewhat shorter wait still spreads.
-	if d := flowPick(t, s, 0, twoPaths(false, true), FlowPacket{Flow: 1, Sojourn: 25 * ms}); !d.OK || d.Path != 1 {
+	if d := flowPick(t, s, 0, twoPaths(false, true), FlowPacket{Flow: 1, Sojourn: 17 * ms}); !d.OK || d.Path != 1 {
 		t.Fatalf("spreading: %+v, want the slow path", d)
 	}
 	// The pinned path back: it takes the flow again.
 	if d := flowPick(t, s, 0, twoPaths(true, true), FlowPacket{Flow: 1, Sojourn: 40 * ms}); !d.OK || d.Path != 0 {
 		t.Fatalf("pinned path ready: %+v", d)
+	}
+	// A slower path with the same delay (equal paths) takes it at once.
+	p := twoPaths(false, true)
+	p[1].OWD, p[1].MinRTT, p[1].SRTT = 8*ms, 16*ms, 16*ms
+	if d := flowPick(t, s, 0, p, FlowPacket{Flow: 2, Sojourn: 2 * ms}); !d.OK || d.Path != 1 {
+		t.Fatalf("equal paths: %+v, want the ready one", d)
 	}
 }
 
@@ -174,12 +185,22 @@ func TestFlowPickDoesNotAllocate(t *testing.T) {
 	}
 }
 
-// A flow that sends most of its packets on the slower path (its pinned
-// path is the small one) is pinned there; a short pause keeps it there, a
-// long one starts it afresh on the fastest path. A short flow never moves.
+// smallFast: the fast path is a 4 Mbit/s DSL line, the slow one a 50
+// Mbit/s LTE link.
+func smallFast(fastReady, slowReady bool) []Path {
+	p := twoPaths(fastReady, slowReady)
+	p[0].Rate, p[1].Rate = 4e6/8, 50e6/8
+	return p
+}
+
+// A flow that sends most of its packets on a much bigger slower path (its
+// pinned path is the small one) is pinned there; a short pause keeps it
+// there, a long one starts it afresh on the fastest path. A short flow
+// never moves.
 func TestFlowMovesToThePathCarryingMostOfIt(t *testing.T) {
 	s := mk(t, "flow")
 	now := mono.Time(0)
+	twoPaths := smallFast
 	step := func(fastReady bool) FlowDecision {
 		now += mono.Time(ms)
 		return flowPick(t, s, now, twoPaths(fastReady, true), FlowPacket{Flow: 1, Sojourn: 40 * ms})
@@ -210,5 +231,73 @@ func TestFlowMovesToThePathCarryingMostOfIt(t *testing.T) {
 	now += mono.Time(2 * time.Second)
 	if d := flowPick(t, s, now, twoPaths(true, true), FlowPacket{Flow: 1}); d.Path != 0 {
 		t.Fatalf("after a long pause: path %d, want the fastest path", d.Path)
+	}
+}
+
+// A path less than twice the pinned path's rate does not take the pin,
+// however much of the flow it carries: the move would stall inner BBR for
+// up to 10 s for little capacity (Wi-Fi 30 Mbit/s beside LTE 40).
+func TestFlowPinStaysBesideAComparablePath(t *testing.T) {
+	s := mk(t, "flow")
+	paths := func(fastReady bool) []Path {
+		p := twoPaths(fastReady, true)
+		p[0].Rate, p[1].Rate = 30e6/8, 40e6/8
+		return p
+	}
+	now := mono.Time(0)
+	for i := 0; i < 400; i++ {
+		now += mono.Time(ms)
+		flowPick(t, s, now, paths(i%4 == 0), FlowPacket{Flow: 1, Sojourn: 40 * ms})
+	}
+	if d := flowPick(t, s, now, paths(true), FlowPacket{Flow: 1}); !d.OK || d.Path != 0 {
+		t.Fatalf("a flow mostly on a comparable slower path: %+v, want still pinned to the fast path", d)
+	}
+}
+
+// The same flow beside a second one that uses the pinned path (web
+// objects beside a bulk download): the pinned path is shared, and the
+// bulk flow moves to the slower path, leaving the low-delay one to the
+// other flow.
+func TestFlowPinLeavesASharedPath(t *testing.T) {
+	s := mk(t, "flow")
+	paths := func(fastReady bool) []Path {
+		p := twoPaths(fastReady, true)
+		p[0].Rate, p[1].Rate = 20e6/8, 10e6/8
+		return p
+	}
+	now := mono.Time(0)
+	for i := 0; i < 400; i++ {
+		now += mono.Time(ms)
+		flowPick(t, s, now, paths(i%4 == 0), FlowPacket{Flow: 1, Sojourn: 40 * ms})
+		if i%4 == 0 {
+			flowPick(t, s, now, paths(true), FlowPacket{Flow: 2})
+		}
+	}
+	if d := flowPick(t, s, now, paths(true), FlowPacket{Flow: 1, Sojourn: 40 * ms}); !d.OK || d.Path != 1 {
+		t.Fatalf("a spread flow on a shared path: %+v, want moved to the slower path", d)
+	}
+	if d := flowPick(t, s, now, paths(true), FlowPacket{Flow: 2}); !d.OK || d.Path != 0 {
+		t.Fatalf("the other flow: %+v, want the fast path", d)
+	}
+}
+
+// A flow spread over paths yields in the first pass, so that flows kept
+// on one path take the free slots first; it goes in the second pass. A
+// flow on one path never yields.
+func TestFlowSpreadFlowYieldsInFirstPass(t *testing.T) {
+	s := mk(t, "flow")
+	flowPick(t, s, 0, twoPaths(true, true), FlowPacket{Flow: 1})
+	if d := flowPick(t, s, 0, twoPaths(true, true), FlowPacket{Flow: 1, FirstPass: true}); !d.OK || d.Yielded {
+		t.Fatalf("a flow on one path, first pass: %+v, want sent", d)
+	}
+	if d := flowPick(t, s, 0, twoPaths(false, true), FlowPacket{Flow: 1, Sojourn: 30 * ms}); !d.OK || d.Path != 1 {
+		t.Fatalf("long wait: %+v, want spread to the slow path", d)
+	}
+	d := flowPick(t, s, 0, twoPaths(true, true), FlowPacket{Flow: 1, Sojourn: 30 * ms, FirstPass: true})
+	if d.OK || !d.Yielded {
+		t.Fatalf("spread flow, first pass: %+v, want it to yield", d)
+	}
+	if d := flowPick(t, s, 0, twoPaths(true, true), FlowPacket{Flow: 1, Sojourn: 30 * ms}); !d.OK || d.Path != 0 {
+		t.Fatalf("spread flow, second pass: %+v, want the pinned path", d)
 	}
 }

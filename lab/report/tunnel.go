@@ -46,6 +46,10 @@ type TunnelMetrics struct {
 	// Final is what each daemon's connection ran at the end ("sender",
 	// "receiver"): runtime changes show here.
 	Final map[string]ConnSettings `json:"final,omitempty"`
+	// Status is each daemon's whole status at the end (the control API's
+	// "status" answer): per-path pacing lateness, the send queue's and
+	// the reorderer's counters, for diagnosis.
+	Status map[string]any `json:"status,omitempty"`
 	// First is the monotonic time of the first sample; plots align it
 	// with the run's start.
 	First mono.Time `json:"-"`

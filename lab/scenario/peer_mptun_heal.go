@@ -228,11 +228,13 @@ func sampleProcess(tm *report.TunnelMetrics, start mono.Time, socks map[string]s
 // finalState records what each daemon's first connection runs at the end.
 func finalState(tm *report.TunnelMetrics, socks map[string]string) {
 	tm.Final = map[string]report.ConnSettings{}
+	tm.Status = map[string]any{}
 	for role, sock := range socks {
 		var st control.Status
 		if control.Call(sock, control.MethodStatus, nil, &st) != nil || len(st.Conns) == 0 {
 			continue
 		}
+		tm.Status[role] = st
 		c := st.Conns[0]
 		cs := report.ConnSettings{Scheduler: c.Scheduler, Reorderer: c.Reorderer, HoldMs: c.ReorderHoldMs,
 			Repair: c.Repair, Repaired: c.Repaired, GapsSkipped: c.Reorder.GapsSkipped, GapsLate: c.Reorder.GapsLateArrive,
