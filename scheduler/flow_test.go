@@ -234,7 +234,7 @@ func TestFlowMovesToThePathCarryingMostOfIt(t *testing.T) {
 	}
 }
 
-// A path less than twice the pinned path's rate does not take the pin,
+// A path less than 1.5 times the pinned path's rate does not take the pin,
 // however much of the flow it carries: the move would stall inner BBR for
 // up to 10 s for little capacity (Wi-Fi 30 Mbit/s beside LTE 40).
 func TestFlowPinStaysBesideAComparablePath(t *testing.T) {
