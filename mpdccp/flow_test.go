@@ -56,26 +56,7 @@ type cbr struct {
 }
 
 func (s *cbr) run(rate float64, dur time.Duration) {
-	gap := time.Duration(float64(s.size*8) / rate * 1e9)
-	end := s.h.sim.Now().Add(dur)
-	var id uint32
-	var tick func()
-	tick = func() {
-		c := s.h.conn
-		if s.side == sideServer {
-			c = s.h.serverConn()
-		}
-		p := innerUDP(id, 17, s.port)
-		p = append(p, make([]byte, s.size-len(p))...)
-		s.sent[id] = s.h.sim.Now()
-		c.Send(s.h.sim.Now(), p)
-		s.h.service(s.side)
-		id++
-		if s.h.sim.Now() < end {
-			s.h.sim.After(gap, tick)
-		}
-	}
-	tick()
+	s.runBursts(1, time.Duration(float64(s.size*8)/rate*1e9), dur)
 }
 
 func (s *cbr) deliver(b []byte) bool {
@@ -88,6 +69,27 @@ func (s *cbr) deliver(b []byte) bool {
 	return true
 }
 
+// twoFlows opens a two-path connection over cell (BBR paths, loss repair,
+// the default send queue) with two UDP flows from the client: a 1200-byte
+// one on port 9000 and another of size-byte packets on port.
+func twoFlows(t *testing.T, seed int64, cell simCell, size int, port uint16) (*harness, *Conn, *cbr, *cbr) {
+	t.Helper()
+	cfg := Config{CCID: "bbr", Retransmit: true, AQM: defaultAQM()}
+	h := newHarness(t, harnessConfig{seed: seed, links: cell.links(2), cli: cfg, srv: cfg})
+	first := &cbr{h: h, side: sideClient, port: 9000, size: 1200, sent: map[uint32]mono.Time{}}
+	second := &cbr{h: h, side: sideClient, port: port, size: size, sent: map[uint32]mono.Time{}}
+	h.onDeliver = func(side int, c *Conn, b []byte) {
+		if side == sideServer && !first.deliver(b) {
+			second.deliver(b)
+		}
+	}
+	c := h.dial(2)
+	if !h.runUntil(5*time.Second, func() bool { return h.openPaths(c) == 2 && h.openPaths(h.serverConn()) == 2 }) {
+		t.Fatal("not open")
+	}
+	return h, c, first, second
+}
+
 // A flow that needs both paths (UDP at 80 % of their sum) beside a ping:
 // the ping keeps the fast path's round trip, and the spread flow arrives
 // complete and in order although the slow path loses 3 % (repairs cross
@@ -95,19 +97,7 @@ func (s *cbr) deliver(b []byte) bool {
 func TestSpreadFlowBesidePing(t *testing.T) {
 	cell := simCell{rate: [2]float64{20e6, 10e6}, delay: [2]time.Duration{8 * time.Millisecond, 35 * time.Millisecond},
 		loss: [2]float64{0, 0.03}}
-	cfg := Config{CCID: "bbr", Retransmit: true, AQM: defaultAQM()}
-	h := newHarness(t, harnessConfig{seed: 21, links: cell.links(2), cli: cfg, srv: cfg})
-	bulk := &cbr{h: h, side: sideClient, port: 9000, size: 1200, sent: map[uint32]mono.Time{}}
-	ping := &cbr{h: h, side: sideClient, port: 53, size: 64, sent: map[uint32]mono.Time{}}
-	h.onDeliver = func(side int, c *Conn, b []byte) {
-		if side == sideServer && !bulk.deliver(b) {
-			ping.deliver(b)
-		}
-	}
-	c := h.dial(2)
-	if !h.runUntil(5*time.Second, func() bool { return h.openPaths(c) == 2 && h.openPaths(h.serverConn()) == 2 }) {
-		t.Fatal("not open")
-	}
+	h, c, bulk, ping := twoFlows(t, 21, cell, 64, 53)
 	bulk.run(24e6, 10*time.Second)
 	h.run(2 * time.Second)
 	ping.run(64*8*20, 8*time.Second)
@@ -152,19 +142,7 @@ func TestSpreadFlowBesidePing(t *testing.T) {
 // the spread flow's backlog.
 func TestSpreadFlowYieldsToAFlowOnOnePath(t *testing.T) {
 	cell := simCell{rate: [2]float64{20e6, 10e6}, delay: [2]time.Duration{8 * time.Millisecond, 35 * time.Millisecond}}
-	cfg := Config{CCID: "bbr", Retransmit: true, AQM: defaultAQM()}
-	h := newHarness(t, harnessConfig{seed: 22, links: cell.links(2), cli: cfg, srv: cfg})
-	bulk := &cbr{h: h, side: sideClient, port: 9000, size: 1200, sent: map[uint32]mono.Time{}}
-	bursts := &cbr{h: h, side: sideClient, port: 9001, size: 1200, sent: map[uint32]mono.Time{}}
-	h.onDeliver = func(side int, c *Conn, b []byte) {
-		if side == sideServer && !bulk.deliver(b) {
-			bursts.deliver(b)
-		}
-	}
-	c := h.dial(2)
-	if !h.runUntil(5*time.Second, func() bool { return h.openPaths(c) == 2 && h.openPaths(h.serverConn()) == 2 }) {
-		t.Fatal("not open")
-	}
+	h, _, bulk, bursts := twoFlows(t, 22, cell, 1200, 9001)
 	bulk.run(21e6, 10*time.Second)
 	h.run(2 * time.Second)
 	bursts.runBursts(10, 20*time.Millisecond, 8*time.Second)

@@ -234,45 +234,45 @@ func TestFlowMovesToThePathCarryingMostOfIt(t *testing.T) {
 	}
 }
 
+// spreadMostly runs flow 1 for 400 ms with its pinned (fast) path free
+// one time in four, so most of it overflows onto the slower path; with
+// other, flow 2 takes each of the fast path's free turns too. The rates
+// are the paths' in Mbit/s.
+func spreadMostly(t *testing.T, s Scheduler, fastRate, slowRate float64, other bool) (mono.Time, func(bool) []Path) {
+	paths := func(fastReady bool) []Path {
+		p := twoPaths(fastReady, true)
+		p[0].Rate, p[1].Rate = fastRate*1e6/8, slowRate*1e6/8
+		return p
+	}
+	now := mono.Time(0)
+	for i := 0; i < 400; i++ {
+		now += mono.Time(ms)
+		flowPick(t, s, now, paths(i%4 == 0), FlowPacket{Flow: 1, Sojourn: 40 * ms})
+		if other && i%4 == 0 {
+			flowPick(t, s, now, paths(true), FlowPacket{Flow: 2})
+		}
+	}
+	return now, paths
+}
+
 // A path less than 1.5 times the pinned path's rate does not take the pin,
 // however much of the flow it carries: the move would stall inner BBR for
 // up to 10 s for little capacity (Wi-Fi 30 Mbit/s beside LTE 40).
 func TestFlowPinStaysBesideAComparablePath(t *testing.T) {
 	s := mk(t, "flow")
-	paths := func(fastReady bool) []Path {
-		p := twoPaths(fastReady, true)
-		p[0].Rate, p[1].Rate = 30e6/8, 40e6/8
-		return p
-	}
-	now := mono.Time(0)
-	for i := 0; i < 400; i++ {
-		now += mono.Time(ms)
-		flowPick(t, s, now, paths(i%4 == 0), FlowPacket{Flow: 1, Sojourn: 40 * ms})
-	}
+	now, paths := spreadMostly(t, s, 30, 40, false)
 	if d := flowPick(t, s, now, paths(true), FlowPacket{Flow: 1}); !d.OK || d.Path != 0 {
 		t.Fatalf("a flow mostly on a comparable slower path: %+v, want still pinned to the fast path", d)
 	}
 }
 
-// The same flow beside a second one that uses the pinned path (web
-// objects beside a bulk download): the pinned path is shared, and the
-// bulk flow moves to the slower path, leaving the low-delay one to the
-// other flow.
+// The same beside a second flow that uses the pinned path (web objects
+// beside a bulk download): the pinned path is shared, and the spread flow
+// moves to the slower (here smaller) path, leaving the low-delay one to
+// the other flow.
 func TestFlowPinLeavesASharedPath(t *testing.T) {
 	s := mk(t, "flow")
-	paths := func(fastReady bool) []Path {
-		p := twoPaths(fastReady, true)
-		p[0].Rate, p[1].Rate = 20e6/8, 10e6/8
-		return p
-	}
-	now := mono.Time(0)
-	for i := 0; i < 400; i++ {
-		now += mono.Time(ms)
-		flowPick(t, s, now, paths(i%4 == 0), FlowPacket{Flow: 1, Sojourn: 40 * ms})
-		if i%4 == 0 {
-			flowPick(t, s, now, paths(true), FlowPacket{Flow: 2})
-		}
-	}
+	now, paths := spreadMostly(t, s, 20, 10, true)
 	if d := flowPick(t, s, now, paths(true), FlowPacket{Flow: 1, Sojourn: 40 * ms}); !d.OK || d.Path != 1 {
 		t.Fatalf("a spread flow on a shared path: %+v, want moved to the slower path", d)
 	}
