@@ -98,8 +98,8 @@ type FlowDecision struct {
 	// RetryIn, when not OK and > 0, is when the flow's wait will have grown
 	// enough for a ready slower path to take it.
 	RetryIn time.Duration
-	// Yielded: not OK only because FlowPacket.FirstPass asked spread
-	// flows to wait; the flow would have been placed otherwise.
+	// Yielded: not OK because FlowPacket.FirstPass asks spread flows to
+	// wait; the engine then offers the flows a second time.
 	Yielded bool
 }
 
@@ -108,12 +108,12 @@ type FlowPacket struct {
 	Flow    int           // the flow's bucket (a small index, stable while the flow lives)
 	Size    int           // bytes
 	Sojourn time.Duration // how long it has waited
-	// FirstPass: the engine offers every flow twice when a path is free,
-	// first with FirstPass set. A flow spread over paths for capacity
-	// yields in the first pass (Yielded): the flows kept on one path (web
-	// objects, requests, interactive traffic) take free slots first and
-	// the spread flow the rest, so its backlog goes to the slower paths
-	// rather than delaying them.
+	// FirstPass: the engine offers the flows with FirstPass set first,
+	// and a second time without it only if a flow yielded. A flow spread
+	// over paths for capacity yields in the first pass (Yielded): the
+	// flows kept on one path (web objects, requests, interactive traffic)
+	// take free slots first and the spread flow the rest, so its backlog
+	// goes to the slower paths rather than delaying them.
 	FirstPass bool
 }
 
