@@ -390,7 +390,8 @@ func (p *fqPicker) Pick(f int, head []byte, sojourn time.Duration) (bool, aqm.Al
 	c := (*Conn)(p)
 	now := c.pickNow
 	if fp, ok := c.sched.(scheduler.FlowPicker); ok {
-		d := fp.PickFlow(now, c.schedBuf, scheduler.FlowPacket{Flow: f, Size: len(head), Sojourn: sojourn, FirstPass: c.firstPass})
+		d := fp.PickFlow(now, c.schedBuf, scheduler.FlowPacket{Flow: f, Size: len(head), Sojourn: sojourn, FirstPass: c.firstPass,
+			Signals: c.fq.FlowSignals(f)})
 		allow := aqm.Allowance{Extra: d.Extra}
 		if !d.OK {
 			c.yielded = c.yielded || d.Yielded

@@ -31,7 +31,8 @@ func init() {
 //     slower path's delay; a flow that needs more capacity queues up to
 //     that point and then takes the slower path as overflow, its RTT
 //     growing by at most half. The send queue's AQM gives such a flow
-//     the delay difference as extra allowance, up to maxRTTSpread, and
+//     the delay difference as extra allowance, up to maxRTTSpread (all
+//     of it for a flow that does not back off: unresponsiveSignals), and
 //     waits for its RTT over the slowest of those paths (FlowDecision's
 //     Extra and RTT).
 //   - A flow that sends most of its packets on a slower path (the pinned
@@ -70,6 +71,9 @@ type flowEntry struct {
 	// the path's pick count after the flow's last packet there.
 	own, all uint32
 	primSeen uint64
+	// unresponsive: the AQM kept signalling the flow without its queue
+	// draining (unresponsiveSignals); it may queue onto a satellite path.
+	unresponsive bool
 }
 
 // maxFlowBucket bounds the per-flow table.
@@ -123,6 +127,15 @@ const (
 	// in a flow's RTT nor in its queue allowance (FlowDecision): its AQM
 	// should not let the flow's queue grow onto a satellite path.
 	maxRTTSpread = 150 * time.Millisecond
+	// unresponsiveSignals: a flow the AQM has signalled this many times
+	// in one dropping spell does not back off (CoDel's signal rate grows
+	// with the count, and a flow that reacts ends the spell within a few).
+	// For such a flow (a constant-rate UDP stream above the fast path's
+	// rate) the satellite cap only turns the excess into drops: it gets
+	// the whole delay difference as queue allowance and overflows onto
+	// the long path instead. 20 + 10 Mbit/s at 8 + 300 ms, UDP at 80 % of
+	// the sum: 0.84 of it delivered with the cap for every flow.
+	unresponsiveSignals = 16
 )
 
 func (*flowSched) Name() string { return "flow" }
@@ -257,6 +270,8 @@ func (s *flowSched) PickFlow(now mono.Time, paths []Path, f FlowPacket) FlowDeci
 		pi, fe.primary, fe.striping, fe.share, fe.bulk = best, paths[best].ID, false, 1, false
 		fe.repin(s.picked(fe.primary))
 	}
+	// A new flowlet is judged afresh.
+	fe.unresponsive = f.Signals >= unresponsiveSignals || fe.unresponsive && now.Sub(fe.last) <= gap
 	fe.last = now
 	prim := &paths[pi]
 	pd := delay(prim, repair)
@@ -281,8 +296,12 @@ func (s *flowSched) PickFlow(now mono.Time, paths []Path, f FlowPacket) FlowDeci
 	// off on drops (CUBIC) does not get to a satellite path's delay
 	// difference, where each packet it sent there would stall it for the
 	// satellite's delay; one that keeps its queue regardless (BBR) still
-	// spreads.
+	// spreads, and one that does not back off at all (unresponsive) gets
+	// the whole difference.
 	allow := min(extra, maxRTTSpread)
+	if fe.unresponsive {
+		allow = extra
+	}
 	if f.FirstPass && fe.striping {
 		return FlowDecision{Extra: allow, RTT: rtt, Yielded: true}
 	}

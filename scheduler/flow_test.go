@@ -67,6 +67,32 @@ func TestFlowRTT(t *testing.T) {
 	}
 }
 
+// A flow the AQM keeps signalling (a constant-rate stream) gets the
+// satellite path's whole delay difference as queue allowance, so that it
+// overflows there instead of being dropped; it keeps it while it lasts,
+// and a new flowlet starts with the cap again.
+func TestFlowUnresponsiveFlowMayQueueOntoASatellitePath(t *testing.T) {
+	s := mk(t, "flow")
+	p := twoPaths(true, true)
+	p[1].OWD, p[1].MinRTT, p[1].SRTT = 300*ms, 600*ms, 600*ms
+	if d := flowPick(t, s, 0, p, FlowPacket{Flow: 4, Signals: unresponsiveSignals - 1}); d.Extra != maxRTTSpread {
+		t.Fatalf("a few signals: allowance %v, want the cap %v", d.Extra, maxRTTSpread)
+	}
+	d := flowPick(t, s, mono.Time(ms), p, FlowPacket{Flow: 4, Signals: unresponsiveSignals})
+	if d.Path != 0 || d.Extra <= 292*ms {
+		t.Fatalf("unresponsive: %+v, want the fast path with an allowance over the 292 ms difference", d)
+	}
+	if d := flowPick(t, s, mono.Time(2*ms), p, FlowPacket{Flow: 4}); d.Extra <= 292*ms {
+		t.Fatalf("the same flow after its spell: allowance %v, want it kept", d.Extra)
+	}
+	if d := flowPick(t, s, mono.Time(2*time.Second), p, FlowPacket{Flow: 4}); d.Extra != maxRTTSpread {
+		t.Fatalf("a new flowlet: allowance %v, want the cap %v again", d.Extra, maxRTTSpread)
+	}
+	if d := flowPick(t, s, mono.Time(2*time.Second), p, FlowPacket{Flow: 5}); d.Extra != maxRTTSpread {
+		t.Fatalf("another flow: allowance %v, want the cap %v", d.Extra, maxRTTSpread)
+	}
+}
+
 // Two paths of the same delay, measured a fraction of a millisecond
 // apart: a new flow takes the bigger one, whichever measured lower.
 func TestFlowPrefersTheBiggerOfEquallyFastPaths(t *testing.T) {

@@ -115,6 +115,10 @@ type FlowPacket struct {
 	// take free slots first and the spread flow the rest, so its backlog
 	// goes to the slower paths rather than delaying them.
 	FirstPass bool
+	// Signals is how many of the flow's packets the send queue's AQM has
+	// dropped or marked since it last let the flow's queue drain: a flow
+	// that backs off keeps it small, a constant-rate stream does not.
+	Signals int
 }
 
 // Stats counts decisions.

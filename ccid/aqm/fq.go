@@ -113,6 +113,10 @@ func (q *FQ) Bytes() int { return q.bytes }
 func (q *FQ) FlowLen(f int) int   { return int(q.flows[f].n) }
 func (q *FQ) FlowBytes(f int) int { return q.flows[f].bytes }
 
+// FlowSignals is how many packets of bucket f CoDel has signalled in its
+// current dropping state (codel.State.Signals).
+func (q *FQ) FlowSignals(f int) int { return q.flows[f].cd.Signals() }
+
 // FlowSojourn is how long bucket f's oldest packet has waited, or 0.
 func (q *FQ) FlowSojourn(now mono.Time, f int) time.Duration {
 	fl := &q.flows[f]

@@ -72,6 +72,17 @@ type State struct {
 // Dropping reports whether CoDel is in its dropping state.
 func (s *State) Dropping() bool { return s.dropping }
 
+// Signals is how many packets CoDel has signalled (dropped or marked)
+// since it entered its dropping state, 0 when it is not dropping. A flow
+// that backs off leaves the dropping state after a few; one that does
+// not (a constant-rate stream above its share) keeps it growing.
+func (s *State) Signals() int {
+	if !s.dropping {
+		return 0
+	}
+	return int(s.count)
+}
+
 // next brings the next packet and says whether the sojourn condition has
 // held for an interval (RFC 8289 dodequeue).
 func (s *State) next(now mono.Time, p *Params, q Queue) (ok, okToDrop bool) {

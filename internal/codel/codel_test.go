@@ -132,11 +132,14 @@ func TestReentryResumesCount(t *testing.T) {
 	for i := 0; i < 600; i++ {
 		step(20 * ms)
 	}
+	if !s.Dropping() || s.Signals() < 3 || s.Signals() != int(s.count) {
+		t.Fatalf("a standing queue for 600 ms: dropping %v, %d signals (count %d)", s.Dropping(), s.Signals(), s.count)
+	}
 	for i := 0; i < 50; i++ {
 		step(0) // below target: dropping ends
 	}
-	if s.Dropping() {
-		t.Fatal("still dropping below target")
+	if s.Dropping() || s.Signals() != 0 {
+		t.Fatalf("still dropping below target (%d signals)", s.Signals())
 	}
 	before := s.count
 	for i := 0; i < 300 && !s.Dropping(); i++ {
