@@ -92,7 +92,7 @@ func TestSettingsOfConfig(t *testing.T) {
 	cfg := load(t, text)
 	s := settingsOf(cfg)
 	rc := s.ReorderConfig()
-	if s.Reorderer != "fixed" || rc.MaxHold != 150*time.Millisecond || !rc.HoldGaps || !rc.NoEarlyLoss || !s.Retransmit {
+	if s.Reorderer != "fixed" || rc.MaxHold != 150*time.Millisecond || rc.HoldGaps || rc.NoEarlyLoss || !s.Retransmit {
 		t.Errorf("settings %+v, reorder config %+v", s, rc)
 	}
 	if s.Mode != "switch" || s.Switch.RTTHigh != 90*time.Millisecond {

@@ -99,7 +99,7 @@ func (d *Daemon) connStatus(now mono.Time, c *mpdccp.Conn, set pathmgr.Settings,
 		DeliveredPackets: cs.DeliveredPackets, DeliveredBytes: cs.DeliveredBytes,
 		QueueDrops: cs.QueueDrops, Repaired: cs.Repaired, NACKsSent: cs.NACKsSent, NACKsReceived: cs.NACKsReceived,
 		Reorder: reorderStatus(cs.Reorder), AQM: aqmStatus(cs.AQM), SchedulerPicks: cs.Scheduler.Picks,
-		ReorderHoldMs: ms(rc.MaxHold), Repair: set.Retransmit && rc.HoldGaps, AEAD: c.AEAD()}
+		ReorderHoldMs: ms(rc.MaxHold), Repair: set.Retransmit, AEAD: c.AEAD()}
 	if k := c.PeerKey(); !k.IsZero() {
 		out.Peer = k.String()
 	}

@@ -85,29 +85,41 @@ func TestSimRangeReport(t *testing.T) {
 
 // TestSimDoNoHarmRange: on the range cells without a satellite path, one
 // inner CUBIC flow over both paths gets at least 0.95 of what the better
-// path alone gives (16 s runs). Inner BBR is reported, not asserted: a
-// BBR flow moved for capacity onto a path with a much longer RTT runs
-// below that path's rate until its min_rtt filter expires (10 s).
-// The assertion holds at the package's seed; other seeds put
-// "DSL 4/10 + LTE 50/40" at 0.87–0.92: the flow starts on the 4 Mbit/s
-// path, its queue outgrows CoDel's allowance while the LTE path is still
-// in Startup, and the one early drop leaves inner CUBIC growing from a
-// small window for seconds (a known limitation, in BENCHMARKS.md).
+// path alone gives (16 s runs), on average over simulator seeds 1-4: one
+// seed is a single trajectory of a chaotic system, and a change that
+// moves a cell by less than the seeds differ must not decide the test
+// (DSL 50/8 + LTE 10/40 10 % loss: 0.95-0.98 of the DSL line by seed).
+// Inner BBR is reported, not asserted: a BBR flow moved for capacity onto
+// a path with a much longer RTT runs below that path's rate until its
+// min_rtt filter expires (10 s). Single seeds put "DSL 4/10 + LTE 50/40"
+// at 0.87-0.92: the flow starts on the 4 Mbit/s path, its queue outgrows
+// CoDel's allowance while the LTE path is still in Startup, and the one
+// early drop leaves inner CUBIC growing from a small window for seconds
+// (a known limitation, in BENCHMARKS.md).
 func TestSimDoNoHarmRange(t *testing.T) {
 	if testing.Short() {
 		t.Skip("simulation of many seconds; run without -short")
 	}
+	defer func(s int64) { simSeed = s }(simSeed)
 	const dur = 16 * time.Second
 	for _, cell := range rangeCells {
 		if max(cell.delay[0], cell.delay[1]) >= 250*time.Millisecond {
 			continue
 		}
-		a := runInnerBulk(t, cell, 1, Config{}, dur)
-		b := runInnerBulk(t, cell.swapped(), 1, Config{}, dur)
-		two := runInnerBulk(t, cell, 2, Config{}, dur)
-		t.Logf("%s: %.2f (%.2f %.2f %.2f)", cell.name, two.goodput/max(a.goodput, b.goodput), a.goodput/1e6, b.goodput/1e6, two.goodput/1e6)
-		if best := max(a.goodput, b.goodput); two.goodput < 0.95*best {
-			t.Errorf("%s: %.2f Mbit/s over both paths, %.2f over the better one alone", cell.name, two.goodput/1e6, best/1e6)
+		var best, two float64
+		var each []string
+		for seed := int64(1); seed <= 4; seed++ {
+			simSeed = seed
+			a := runInnerBulk(t, cell, 1, Config{}, dur)
+			b := runInnerBulk(t, cell.swapped(), 1, Config{}, dur)
+			r := runInnerBulk(t, cell, 2, Config{}, dur)
+			best += max(a.goodput, b.goodput) / 4
+			two += r.goodput / 4
+			each = append(each, fmt.Sprintf("%.2f", r.goodput/max(a.goodput, b.goodput)))
+		}
+		t.Logf("%s: %.2f (seeds 1-4: %s)", cell.name, two/best, strings.Join(each, " "))
+		if two < 0.95*best {
+			t.Errorf("%s: %.2f Mbit/s over both paths, %.2f over the better one alone (means of seeds 1-4)", cell.name, two/1e6, best/1e6)
 		}
 	}
 }

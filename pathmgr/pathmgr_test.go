@@ -468,7 +468,7 @@ func TestSettingsReachFutureConnections(t *testing.T) {
 		t.Errorf("new connection runs %s/%s, want srtt/fixed", nc.SchedulerName(), nc.ReordererName())
 	}
 	es := w.srv.Settings()
-	if !es.Reorder.HoldGaps || !es.Reorder.NoEarlyLoss || es.Reorder.MaxHold != 150*time.Millisecond || !es.Retransmit {
+	if es.Reorder.HoldGaps || es.Reorder.NoEarlyLoss || es.Reorder.MaxHold != 150*time.Millisecond || !es.Retransmit {
 		t.Errorf("engine defaults lost repair: %+v", es)
 	}
 	// Repair works on the new connection: every packet the lossy path

@@ -49,9 +49,9 @@ type SwitchConfig struct {
 }
 
 // Settings are the runtime settings of the open connections and of those
-// opened later. The reorderer's HoldGaps and NoEarlyLoss always follow
-// Retransmit (loss repair needs the gap held), so no change can leave
-// repair half-configured.
+// opened later. The receiver's side of loss repair (reorder.Config.Repair:
+// gaps wait for their repair) follows Retransmit in the engine, so no
+// change can leave repair half-configured.
 type Settings struct {
 	Scheduler   string
 	Reorderer   string
@@ -66,9 +66,12 @@ type Settings struct {
 
 // ReorderConfig is the reorderer config the connections get.
 func (s Settings) ReorderConfig() reorder.Config {
-	rc := s.Reorder
-	rc.HoldGaps, rc.NoEarlyLoss = s.Retransmit, s.Retransmit
-	return rc
+	// Neither HoldGaps nor NoEarlyLoss: they are ablations. Forcing them
+	// here (until 2 December) held every gap for the whole hold cap and
+	// left a packet lost last on a slow path to the sender's suspicion
+	// (~220 ms) instead of the receiver's NACK, stalling the inner flow
+	// on the fast path meanwhile.
+	return s.Reorder
 }
 
 func (s *Settings) fill() {

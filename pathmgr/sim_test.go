@@ -509,7 +509,6 @@ func (w *world) firstDeliveryAfter(rx int, t mono.Time) mono.Time {
 // engine configuration with loss repair, as the daemon runs it.
 func repairEngine() mpdccp.Config {
 	ro := reorder.Config{MaxHold: 100 * time.Millisecond}
-	ro.HoldGaps, ro.NoEarlyLoss = true, true
 	return mpdccp.Config{Retransmit: true, Reorderer: "equalize", Reorder: ro, KeepAlive: time.Second, PathTimeout: 3 * time.Second}
 }
 

@@ -1077,8 +1077,20 @@ func (b *buffer) passTime(now mono.Time, seq uint64, open mono.Time) mono.Time {
 				continue
 			}
 			// Its delay difference to the fastest path, with the jitter
-			// seen (RTT variation, and how late its packets came).
-			lag := max(max(p.rttOWD, p.baseOWD)-minBase+4*b.maxRTTVar, p.late.get(now)) + 2*b.margin()
+			// seen: how late its packets came to fill gaps, once that was
+			// measured, else four RTT variations. The measurement is the
+			// lag itself; the RTT variation of a path whose queue comes
+			// and goes is large (4 × 27 ms beside a 2 Mbit/s path's
+			// 90 ms lag), and a tail loss there held the fast path's
+			// packets that much longer before its NACK (a repair too
+			// many costs one packet).
+			lag := max(p.rttOWD, p.baseOWD) - minBase
+			if late := p.late.get(now); late > 0 {
+				lag = max(lag, late)
+			} else {
+				lag += 4 * b.maxRTTVar
+			}
+			lag += 2 * b.margin()
 			t = mono.Max(t, open.Add(lag))
 			continue
 		}

@@ -194,3 +194,50 @@ func TestMissingGapAskedForByMPSeq(t *testing.T) {
 	h.pushFlow(0, 2, 80, false)
 	h.want(1, 2, 3)
 }
+
+// A packet lost last on a slow path whose queue comes and goes (a large
+// RTT variation) is asked for once it is later than that path's packets
+// have been seen to be, not after four RTT variations (27 + 4 × 27 ms
+// and the margins here): its gap holds the fast path's packets until
+// then.
+func TestTailLossNACKedByMeasuredLateness(t *testing.T) {
+	nackAfter := func(h *harness, tail uint64) time.Duration {
+		t.Helper()
+		nk := h.r.(NACKer)
+		h.pushFlow(0, tail, 80, false)
+		h.pushFlow(0, tail+2, 80, false) // tail+1 went over the slow path and was lost
+		open := h.now
+		for h.now < open.Add(time.Second) {
+			h.now += ms
+			h.r.OnTimer(h.now)
+			h.drain()
+			if n, ok := nk.PollNACK(h.now); ok {
+				if n.Path != -1 || n.After != tail+2 {
+					t.Fatalf("NACK %+v, want MP_SEQ %d by number", n, tail+1)
+				}
+				h.pushFlow(0, tail+1, 80, false) // the repair
+				return time.Duration(h.now - open)
+			}
+		}
+		t.Fatalf("MP_SEQ %d never asked for", tail+1)
+		return 0
+	}
+	paths := twoPathInfo()
+	paths[1].RTTVar = 27 * time.Millisecond // a 2 Mbit/s path's queue
+
+	h := repairHarness(t, Config{Repair: true, MaxHold: 10 * time.Second})
+	h.r.SetPaths(paths)
+	seq := uint64(1)
+	for range 5 { // the slow path's packets fill gaps 60 ms after they opened
+		h.pushFlow(0, seq, 80, false)
+		h.pushFlow(0, seq+2, 80, false)
+		h.now += 60 * ms
+		h.pushFlow(1, seq+1, 80, false)
+		seq += 3
+	}
+	d := nackAfter(h, seq)
+	// 60 ms measured + twice the margin (half the RTT variation).
+	if d < 60*time.Millisecond || d > 100*time.Millisecond {
+		t.Errorf("asked %v after the gap opened; want after the measured 60 ms lateness and its margin, by 100 ms", d)
+	}
+}
