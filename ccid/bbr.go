@@ -1223,6 +1223,7 @@ func (b *BBR) State() State {
 		MinRTT:           max(b.minRTT, 0),
 		PacingRate:       b.p.Rate(),
 		DeliveryRate:     b.bw,
+		RateMeasured:     b.state != bbrStartup,
 		Phase:            bbrStateNames[b.state],
 		PacketsSent:      b.t.sent,
 		PacketsAcked:     b.t.ackedPkts,

@@ -92,7 +92,13 @@ type State struct {
 	MinRTT       time.Duration
 	PacingRate   float64 // bytes per second; 0 when not pacing
 	DeliveryRate float64 // bytes per second, recent estimate
-	Phase        string  // e.g. "slow-start", "congestion-avoidance", "startup", "probe-bw"
+	// RateMeasured says DeliveryRate is the path's capacity: the
+	// controller has filled the path (BBR left Startup, CCID2 had a
+	// congestion event). Before, it is only what the path happened to
+	// carry (pings, acks, a handshake), which is noise between two idle
+	// paths.
+	RateMeasured bool
+	Phase        string // e.g. "slow-start", "congestion-avoidance", "startup", "probe-bw"
 
 	PacketsSent      uint64
 	PacketsAcked     uint64

@@ -445,6 +445,7 @@ func (c *CCID2) State() State {
 		MinRTT:           c.t.minRTT,
 		PacingRate:       c.p.Rate(),
 		DeliveryRate:     c.deliveryRate(),
+		RateMeasured:     c.ssthresh < maxCwnd, // slow start ended on a full path
 		Phase:            c.phase(),
 		PacketsSent:      c.t.sent,
 		PacketsAcked:     c.t.ackedPkts,

@@ -94,6 +94,7 @@ func (n *None) State() State {
 		MinRTT:         n.t.minRTT,
 		PacingRate:     n.p.Rate(),
 		Phase:          "rate-limited",
+		RateMeasured:   true, // the configured rate
 		PacketsSent:    n.t.sent,
 		PacketsAcked:   n.t.ackedPkts,
 		PacketsLost:    n.t.lostPkts,

@@ -293,7 +293,7 @@ func (c *Conn) pathView(now mono.Time) bool {
 		c.schedBuf = append(c.schedBuf, scheduler.Path{ID: sf.id, Usable: u, Prio: sf.prio, Weight: sf.weight,
 			Cwnd: st.Cwnd, InFlight: st.InFlight, CanSend: sf.cc.CanSend(now), SendTime: sf.cc.SendTime(now),
 			SRTT: st.SRTT, RTTVar: st.RTTVar, MinRTT: st.MinRTT, PacingRate: st.PacingRate,
-			Rate: st.DeliveryRate, OWD: sf.baseOWD(&st), Loss: sf.lossEstimate(now, &st)})
+			Rate: st.DeliveryRate, RateMeasured: st.RateMeasured, OWD: sf.baseOWD(&st), Loss: sf.lossEstimate(now, &st)})
 	}
 	return anyUsable
 }

@@ -182,6 +182,17 @@ func repairTime(paths []Path, floor uint8) time.Duration {
 // fastest path's round trip.
 const costSlack = 500 * time.Microsecond
 
+// bigger reports whether p is the bigger of two equally fast paths: by
+// their capacities when both were measured, else by the configured order
+// (the earlier path, b, stays). Between idle paths the rate estimates are
+// noise (what pings and acks happened to measure): the 10 Mbit/s path of
+// two at 5 ms won the tie on a fresh tunnel and the 20 Mbit/s one carried
+// nothing, 100 KB taking 104 instead of 67 ms. The first path configured
+// is the user's primary, as a kernel MPTCP connection's first subflow.
+func bigger(p, b *Path) bool {
+	return p.RateMeasured && b.RateMeasured && rate(p) > rate(b)
+}
+
 // rate is the path's bandwidth estimate, or its pacing rate when it has
 // none. A BBR path's pacing rate swings with its phase (2.77 × in Startup,
 // 0.9 × while draining), so an idle path in Startup would outbid a
@@ -215,7 +226,7 @@ func cheapest(paths []Path, floor uint8, repair time.Duration, readyOnly bool, n
 			continue
 		}
 		c, bc := cost(p, repair), cost(b, repair)
-		if c < bc-costSlack || c <= bc+costSlack && rate(p) > rate(b) {
+		if c < bc-costSlack || c <= bc+costSlack && bigger(p, b) {
 			best = i
 		}
 	}

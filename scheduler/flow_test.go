@@ -94,12 +94,14 @@ func TestFlowUnresponsiveFlowMayQueueOntoASatellitePath(t *testing.T) {
 }
 
 // Two paths of the same delay, measured a fraction of a millisecond
-// apart: a new flow takes the bigger one, whichever measured lower.
+// apart: a new flow takes the bigger one, whichever measured lower; before
+// their capacities were measured, the first one.
 func TestFlowPrefersTheBiggerOfEquallyFastPaths(t *testing.T) {
 	s := mk(t, "flow")
 	p := twoPaths(true, true)
 	p[0].OWD, p[1].OWD = 5*ms+300*time.Microsecond, 5*ms
 	p[0].PacingRate, p[1].PacingRate = 20e6/8, 10e6/8
+	p[0].RateMeasured, p[1].RateMeasured = true, true
 	if d := flowPick(t, s, 0, p, FlowPacket{Flow: 7}); !d.OK || d.Path != 0 {
 		t.Fatalf("equal delays: %+v, want the 20 Mbit/s path", d)
 	}
@@ -108,6 +110,17 @@ func TestFlowPrefersTheBiggerOfEquallyFastPaths(t *testing.T) {
 	p[0].Rate, p[1].Rate, p[1].PacingRate = 20e6/8, 10e6/8, 27e6/8
 	if d := flowPick(t, s, 0, p, FlowPacket{Flow: 9}); !d.OK || d.Path != 0 {
 		t.Fatalf("equal delays, small path pacing high: %+v, want the 20 Mbit/s path", d)
+	}
+	// The bigger one wins wherever it is configured.
+	p[0].Rate, p[1].Rate = 10e6/8, 20e6/8
+	if d := flowPick(t, s, 0, p, FlowPacket{Flow: 10}); !d.OK || d.Path != 1 {
+		t.Fatalf("equal delays, second path bigger: %+v, want the 20 Mbit/s path", d)
+	}
+	// Estimates of paths that never filled (a fresh tunnel: pings, acks)
+	// do not decide: the first path does.
+	p[0].RateMeasured = false
+	if d := flowPick(t, s, 0, p, FlowPacket{Flow: 11}); !d.OK || d.Path != 0 {
+		t.Fatalf("equal delays, capacities unmeasured: %+v, want the first path", d)
 	}
 	// A real difference in delay still wins over rate.
 	p[0].OWD = 7 * ms

@@ -31,6 +31,10 @@ type Path struct {
 	// per second (BBR's model, CCID2's window per RTT; 0 = unknown).
 	// Unlike the pacing rate it does not swing with probing phases.
 	Rate float64
+	// RateMeasured: Rate is the path's capacity, measured while the
+	// controller filled the path (ccid.State.RateMeasured); else it is
+	// what an idle path happened to carry.
+	RateMeasured bool
 	// Queued is the number of bytes already queued on this path and not
 	// yet sent.
 	Queued int
