@@ -83,6 +83,14 @@ type BBRParams struct {
 	// StartupQueueExit also ends Startup after two rounds with a
 	// standing queue (checkStartupQueue).
 	StartupQueueExit bool
+	// PlateauNeedsDemand counts a Startup round towards the full-bandwidth
+	// plateau only if the window limited it. A subflow the scheduler
+	// feeds only what overflows from a faster path is not
+	// application-limited (the connection has packets queued) but carries
+	// what it is given: three such rounds ended Startup at a fraction of
+	// the path's rate, and ProbeBW then grew it by a quarter every 2-3 s
+	// (an LTE path of 50 Mbit/s beside DSL at 4: 5.5 Mbit/s after 20 s).
+	PlateauNeedsDemand bool
 	// QueueMinDelay floors the queue that QueueSignal reacts to
 	// (queueThreshold).
 	QueueMinDelay time.Duration
@@ -130,6 +138,7 @@ func DefaultBBRParams() BBRParams {
 		QueueSignal:        true,
 		QueueBeta:          0.8,
 		StartupQueueExit:   true,
+		PlateauNeedsDemand: true,
 		QueueMinDelay:      5 * time.Millisecond,
 		LoAddPackets:       2.0,
 		NoCutWhileDraining: true,
@@ -757,6 +766,9 @@ func (b *BBR) extra() float64 {
 
 func (b *BBR) checkFullBwReached() {
 	if b.fullBwNow || !b.roundStart || b.rs.appLimited || b.rs.rate == 0 {
+		return
+	}
+	if b.par.PlateauNeedsDemand && b.state == bbrStartup && !b.cwndLimitedInRound {
 		return
 	}
 	if b.rs.rate >= b.fullBw*1.25 {

@@ -403,3 +403,38 @@ func BenchmarkShallowBufferGrid(b *testing.B) {
 		}
 	}
 }
+
+// A subflow that a scheduler feeds only what overflows from a faster path
+// (4 Mbit/s of a 50 Mbit/s, 80 ms path, without being told it is
+// application-limited) stays in Startup; once it gets all the traffic it
+// reaches the path's rate within a few round trips. Ending Startup on the
+// fed rounds' plateau (PlateauNeedsDemand off) leaves it to ProbeBW,
+// which grows by a quarter every 2-3 s.
+func TestBBRStartupOutlastsAScantFeed(t *testing.T) {
+	const rate = 50e6
+	run := func(plateauNeedsDemand bool) (phase string, mbps float64) {
+		par := DefaultBBRParams()
+		par.PlateauNeedsDemand = plateauNeedsDemand
+		n := newSimNet(1, pathSpec{RateBps: rate, RTT: 80 * time.Millisecond})
+		f := n.addFlow("bbr", Config{BBR: &par}, 0)
+		f.appRate, f.fedOnly = 4e6/8, true
+		n.run(4 * time.Second)
+		phase = f.cc.State().Phase
+		f.appRate = 0
+		f.trySend()
+		n.run(6 * time.Second)
+		return phase, f.rcv.goodput(5*time.Second, 6*time.Second) / 1e6
+	}
+	phase, mbps := run(true)
+	if phase != "startup" {
+		t.Errorf("fed 4 of 50 Mbit/s for 4 s: phase %q, want startup", phase)
+	}
+	if mbps < 0.8*rate/1e6 {
+		t.Errorf("1-2 s after the feed opened: %.1f Mbit/s, want at least 80 %% of %.0f", mbps, rate/1e6)
+	}
+	oldPhase, oldMbps := run(false)
+	t.Logf("plateau needs demand: %s, %.1f Mbit/s; without: %s, %.1f Mbit/s", phase, mbps, oldPhase, oldMbps)
+	if oldMbps >= mbps {
+		t.Errorf("without PlateauNeedsDemand the path ramped as fast (%.1f Mbit/s): the test shows nothing", oldMbps)
+	}
+}

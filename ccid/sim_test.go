@@ -104,7 +104,11 @@ type simFlow struct {
 	stop  mono.Time // 0 = never
 
 	// appRate, if > 0, limits the offered load (bytes per second).
-	appRate   float64
+	appRate float64
+	// fedOnly: appRate is what a scheduler hands this path while the
+	// connection has more queued (an overflow path), so the controller is
+	// not told it is application-limited.
+	fedOnly   bool
 	appTokens float64
 	appLast   mono.Time
 
@@ -146,10 +150,11 @@ func (f *simFlow) trySend() {
 			f.appTokens = min(f.appTokens+f.appRate*now.Sub(f.appLast).Seconds(), 4*simMSS)
 			f.appLast = now
 			if f.appTokens < simMSS {
-				if n, ok := f.cc.(AppLimitedNotifier); ok {
+				if n, ok := f.cc.(AppLimitedNotifier); ok && !f.fedOnly {
 					n.OnAppLimited(now)
 				}
-				f.wake(now.Add(time.Duration((simMSS - f.appTokens) / f.appRate * 1e9)))
+				// At least 1 µs: a shortfall that rounds to 0 ns would wake now, forever.
+				f.wake(now.Add(max(time.Duration((simMSS-f.appTokens)/f.appRate*1e9), time.Microsecond)))
 				break
 			}
 		}
