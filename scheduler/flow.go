@@ -47,6 +47,19 @@ func init() {
 //     until its minimum-RTT filter expires (10 s), and only a much
 //     bigger path repays that; unless other flows use the pinned path
 //     (sharedPath).
+//   - A flow that fills its pinned path for a while (sends at least
+//     fillShare of its rate over fillWindows windows) moves its pin to a
+//     path that may carry it alone: one measured at least moveRatio times
+//     bigger, or one whose capacity is still unknown (a path that carried
+//     only overflow never got the demand that measures it; the flow tries
+//     it once, and goes back when the tried path proves less than
+//     moveRatio times the old one). The old pin becomes its overflow. A
+//     bulk download over a
+//     small low-delay line beside a big LTE link otherwise stays on the
+//     small line: inner BBR keeps about two of the small line's round
+//     trips in flight, which never builds the wait that spreads it (10
+//     Mbit/s 8 ms beside 20 Mbit/s 35 ms: 0.70 of the big path alone in
+//     the matrix). A path more than moveDelay slower is never tried.
 //   - Flows kept on one path go before spread ones (FlowPacket.FirstPass):
 //     a bulk flow spread for capacity takes what the web objects,
 //     requests and interactive flows beside it leave, and its backlog
@@ -74,6 +87,16 @@ type flowEntry struct {
 	// unresponsive: the AQM kept signalling the flow without its queue
 	// draining (unresponsiveSignals); it may queue onto a satellite path.
 	unresponsive bool
+	// The flow's bytes since winStart (its sending rate), and how many
+	// windows in a row it filled its pinned path (fillShare).
+	winStart mono.Time
+	winBytes uint32
+	fullWins uint8
+	// tried: the flow's pin moved once to a path of unknown capacity;
+	// trialFrom is the path id it came from until that path's capacity
+	// is known (-1: no trial pending).
+	tried     bool
+	trialFrom int
 }
 
 // maxFlowBucket bounds the per-flow table.
@@ -136,6 +159,22 @@ const (
 	// the long path instead. 20 + 10 Mbit/s at 8 + 300 ms, UDP at 80 % of
 	// the sum: 0.84 of it delivered with the cap for every flow.
 	unresponsiveSignals = 16
+	// fillWindow is the window over which a flow's sending rate is
+	// measured (at least two of its pinned path's round trips).
+	fillWindow = 200 * time.Millisecond
+	// fillShare: a flow sending this share of its pinned path's rate
+	// estimate fills it (the estimate counts the tunnel's headers and the
+	// flow may share the path).
+	fillShare = 0.7
+	// fillWindows: windows in a row a flow must fill its pinned path
+	// before its pin moves for capacity.
+	fillWindows = 3
+	// moveDelay: a path more than this slower (one way) does not take the
+	// pin of a flow that fills its path. The move lengthens the flow's
+	// round trip at once, and inner BBR, whose window is sized on its
+	// minimum RTT until that expires (10 s), stalls when the new round
+	// trip is much longer than two of the old.
+	moveDelay = 50 * time.Millisecond
 )
 
 func (*flowSched) Name() string { return "flow" }
@@ -247,7 +286,7 @@ func (s *flowSched) Pick(now mono.Time, paths []Path, _ Packet, dst []int) []int
 func (s *flowSched) entry(f int) *flowEntry {
 	f = max(0, min(f, maxFlowBucket-1))
 	for len(s.flows) <= f {
-		s.flows = append(s.flows, flowEntry{primary: -1})
+		s.flows = append(s.flows, flowEntry{primary: -1, trialFrom: -1})
 	}
 	return &s.flows[f]
 }
@@ -280,6 +319,13 @@ func (s *flowSched) PickFlow(now mono.Time, paths []Path, f FlowPacket) FlowDeci
 	gap := flowletGap(paths, floor, repair)
 	if pi < 0 || pi != best && now.Sub(fe.last) > gap && (!fe.bulk || now.Sub(fe.last) > bulkIdle) {
 		pi, fe.primary, fe.striping, fe.share, fe.bulk = best, paths[best].ID, false, 1, false
+		fe.repin(s.picked(fe.primary))
+		fe.winStart, fe.winBytes, fe.fullWins, fe.tried, fe.trialFrom = now, 0, 0, false, -1
+	}
+	if q := fe.outgrown(now, paths, pi, floor, repair); q >= 0 {
+		// The flow fills its pinned path: a bigger one carries it alone,
+		// the old pin is its overflow.
+		pi, fe.primary, fe.share, fe.striping, fe.bulk = q, paths[q].ID, 1, false, true
 		fe.repin(s.picked(fe.primary))
 	}
 	// A new flowlet is judged afresh.
@@ -322,6 +368,7 @@ func (s *flowSched) PickFlow(now mono.Time, paths []Path, f FlowPacket) FlowDeci
 		s.pick(prim.ID)
 		fe.countOnPin(others, s.picked(prim.ID))
 		fe.share += (1 - fe.share) / shareWindow
+		fe.winBytes += uint32(max(f.Size, 0))
 		return FlowDecision{OK: true, Path: prim.ID, Extra: allow, RTT: rtt}
 	}
 	// The pinned path cannot send now: a ready slower path takes the
@@ -340,6 +387,7 @@ func (s *flowSched) PickFlow(now mono.Time, paths []Path, f FlowPacket) FlowDeci
 		}
 		if f.Sojourn >= need {
 			fe.striping = true
+			fe.winBytes += uint32(max(f.Size, 0))
 			s.pick(q.ID)
 			if fe.share -= fe.share / shareWindow; fe.share < minShare && (rate(q) >= moveRatio*rate(prim) || fe.shared()) {
 				// Most of the flow goes to q: pin it there.
@@ -357,6 +405,67 @@ func (s *flowSched) PickFlow(now mono.Time, paths []Path, f FlowPacket) FlowDeci
 	}
 	s.holds++
 	return FlowDecision{Extra: allow, RTT: rtt, RetryIn: max(retry, 0)}
+}
+
+// outgrown measures the flow's sending rate against its pinned path
+// paths[pi] and returns the index of the path its pin should move to
+// because the flow fills the pinned one, or -1 (see flowSched).
+func (fe *flowEntry) outgrown(now mono.Time, paths []Path, pi int, floor uint8, repair time.Duration) int {
+	prim := &paths[pi]
+	if fe.trialFrom >= 0 && prim.RateMeasured {
+		// The tried path's capacity is known: the flow stays only if it
+		// is moveRatio times the path it came from.
+		from := fe.trialFrom
+		fe.trialFrom = -1
+		for i := range paths {
+			if o := &paths[i]; o.ID == from && i != pi && eligible(o, floor) && rate(prim) < moveRatio*rate(o) {
+				fe.fullWins = 0
+				return i
+			}
+		}
+	}
+	win := max(fillWindow, 2*prim.SRTT)
+	el := now.Sub(fe.winStart)
+	if el < win {
+		return -1
+	}
+	full := prim.RateMeasured && float64(fe.winBytes) >= fillShare*rate(prim)*el.Seconds()
+	fe.winStart, fe.winBytes = now, 0
+	if !full || el > 2*win {
+		// An idle spell in the window is no proof of a full path.
+		fe.fullWins = 0
+		return -1
+	}
+	if fe.fullWins < fillWindows {
+		fe.fullWins++
+	}
+	if fe.fullWins < fillWindows {
+		return -1
+	}
+	best := -1
+	for i := range paths {
+		q := &paths[i]
+		// Only towards a path at least as slow: a flow moves back to a
+		// faster one by its share (it overflows there), and one that left
+		// a shared low-delay path (sharedPath) is not brought back.
+		if d := cost(q, repair) - cost(prim, repair); i == pi || !eligible(q, floor) || q.Loss > maxUsefulLoss ||
+			d > moveDelay || d < -costSlack {
+			continue
+		}
+		if q.RateMeasured && rate(q) < moveRatio*rate(prim) || !q.RateMeasured && fe.tried {
+			continue
+		}
+		if best < 0 || rate(q) > rate(&paths[best]) {
+			best = i
+		}
+	}
+	if best >= 0 {
+		fe.fullWins = 0
+		if !paths[best].RateMeasured {
+			fe.tried, fe.trialFrom = true, prim.ID
+		}
+	}
+	return best
 }
 
 // repin starts the own/all counts for a new pinned path that has

@@ -340,3 +340,101 @@ func TestFlowSpreadFlowYieldsInFirstPass(t *testing.T) {
 		t.Fatalf("spread flow, second pass: %+v, want the pinned path", d)
 	}
 }
+
+// fill sends flow 1 on its pinned path for d, one packet of size bytes
+// every gap, the pinned path always free; it returns the last decision.
+func fill(t *testing.T, s Scheduler, now *mono.Time, paths []Path, d, gap time.Duration, size int) FlowDecision {
+	t.Helper()
+	var last FlowDecision
+	for end := now.Add(d); *now < end; *now = now.Add(gap) {
+		last = flowPick(t, s, *now, paths, FlowPacket{Flow: 1, Size: size})
+	}
+	return last
+}
+
+// measured marks both paths' rate estimates as measured capacities.
+func measured(p []Path) []Path {
+	p[0].RateMeasured, p[1].RateMeasured = true, true
+	return p
+}
+
+// A flow that fills its small low-delay path moves its pin to a path
+// measured much bigger, after fillWindows windows (not at once, and not
+// when it sends less than fillShare of the path's rate), though its wait
+// never built up to the delay difference (inner BBR).
+func TestFlowFillingItsPathMovesToABiggerOne(t *testing.T) {
+	s := mk(t, "flow")
+	now := mono.Time(0)
+	paths := measured(smallFast(true, true)) // 4 Mbit/s = 500 KB/s beside 50
+	// 1,000 B every 4 ms: 250 KB/s, half the small path's rate.
+	if d := fill(t, s, &now, paths, 2*time.Second, 4*ms, 1000); d.Path != 0 {
+		t.Fatalf("a flow at half the small path's rate moved to path %d", d.Path)
+	}
+	// Every 2 ms: the whole rate. Two windows are not enough ...
+	if d := fill(t, s, &now, paths, 2*fillWindow+fillWindow/2, 2*ms, 1000); d.Path != 0 {
+		t.Fatalf("after two full windows the flow moved to path %d", d.Path)
+	}
+	// ... the third moves it, and it stays.
+	if d := fill(t, s, &now, paths, time.Second, 2*ms, 1000); !d.OK || d.Path != 1 {
+		t.Fatalf("a flow filling the small path: %+v, want moved to the big one", d)
+	}
+	// The old pin is its overflow.
+	if d := flowPick(t, s, now, measured(smallFast(true, false)), FlowPacket{Flow: 1, Size: 1000}); !d.OK || d.Path != 0 {
+		t.Fatalf("big path busy: %+v, want the small one as overflow", d)
+	}
+}
+
+// A path whose capacity is unknown (it carried only overflow, or nothing)
+// is tried once; measured less than moveRatio times the path the flow
+// came from, the flow goes back, and the path is not tried again. A comparable measured path, a lossy one and one
+// more than moveDelay slower never take the pin.
+func TestFlowFillingItsPathTriesAnUnmeasuredOne(t *testing.T) {
+	s := mk(t, "flow")
+	now := mono.Time(0)
+	paths := smallFast(true, true)
+	paths[0].RateMeasured = true // the small path is full; the big one's capacity unknown
+	if d := fill(t, s, &now, paths, time.Second, 2*ms, 1000); d.Path != 1 {
+		t.Fatalf("a path of unknown capacity: flow on path %d, want it tried", d.Path)
+	}
+	// Measured at 5 Mbit/s, not 1.5 times the first path's 4: the flow
+	// goes back at once.
+	paths = measured(smallFast(true, true))
+	paths[1].Rate = 5e6 / 8
+	if d := flowPick(t, s, now, paths, FlowPacket{Flow: 1, Size: 1000}); d.Path != 0 {
+		t.Fatalf("the tried path measured comparable: flow on path %d, want back on the first", d.Path)
+	}
+	paths[1].RateMeasured = false
+	if d := fill(t, s, &now, paths, time.Second, 2*ms, 1000); d.Path != 0 {
+		t.Fatalf("tried once already: flow on path %d, want it kept", d.Path)
+	}
+
+	// A tried path measured big keeps the flow.
+	{
+		s := mk(t, "flow")
+		now := mono.Time(0)
+		p := smallFast(true, true)
+		p[0].RateMeasured = true
+		fill(t, s, &now, p, time.Second, 2*ms, 1000)
+		p = measured(smallFast(true, true))
+		if d := fill(t, s, &now, p, time.Second, 2*ms, 1000); d.Path != 1 {
+			t.Fatalf("the tried path measured big: flow on path %d, want it kept there", d.Path)
+		}
+	}
+
+	for _, c := range []struct {
+		name string
+		mod  func(p []Path)
+	}{
+		{"comparable", func(p []Path) { p[1].Rate = 1.4 * p[0].Rate }},
+		{"lossy", func(p []Path) { p[1].Loss = 0.3 }},
+		{"too slow", func(p []Path) { p[1].OWD = p[0].OWD + moveDelay + 5*ms }},
+	} {
+		s := mk(t, "flow")
+		now := mono.Time(0)
+		p := measured(smallFast(true, true))
+		c.mod(p)
+		if d := fill(t, s, &now, p, 2*time.Second, 2*ms, 1000); d.Path != 0 {
+			t.Errorf("%s path: the flow moved to path %d", c.name, d.Path)
+		}
+	}
+}
