@@ -54,12 +54,12 @@ func init() {
 //     only overflow never got the demand that measures it; the flow tries
 //     it once, and goes back when the tried path proves less than
 //     moveRatio times the old one). The old pin becomes its overflow. A
-//     bulk download over a
-//     small low-delay line beside a big LTE link otherwise stays on the
-//     small line: inner BBR keeps about two of the small line's round
-//     trips in flight, which never builds the wait that spreads it (10
-//     Mbit/s 8 ms beside 20 Mbit/s 35 ms: 0.70 of the big path alone in
-//     the matrix). A path more than moveDelay slower is never tried.
+//     bulk download over a small low-delay line beside a big LTE link
+//     otherwise stays on the small line: inner BBR keeps about two of the
+//     small line's round trips in flight, which never builds the wait
+//     that spreads it (10 Mbit/s 8 ms beside 20 Mbit/s 35 ms: 0.70 of the
+//     big path alone in the matrix). A path more than moveDelay slower is
+//     never tried.
 //   - Flows kept on one path go before spread ones (FlowPacket.FirstPass):
 //     a bulk flow spread for capacity takes what the web objects,
 //     requests and interactive flows beside it leave, and its backlog
