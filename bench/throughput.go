@@ -4,7 +4,6 @@ package bench
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -252,5 +251,6 @@ func startWireguard(ctx context.Context, tools Tools, cli, srv *netns.NS) ([]*pr
 			return procs, nil
 		}
 	}
-	return procs, errors.New("wireguard-go: no ping through the tunnel after 10 s")
+	return procs, fmt.Errorf("wireguard-go: no ping through the tunnel after 10 s\nserver: %s\nclient: %s",
+		firstLines(&procs[0].log, 10), firstLines(&procs[1].log, 10))
 }

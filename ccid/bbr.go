@@ -1125,7 +1125,7 @@ func (b *BBR) applyPacing(now mono.Time) {
 func (b *BBR) rto() time.Duration {
 	r := initRTO
 	if b.t.hasRTT {
-		r = max(b.t.srtt+max(4*b.t.rttvar, time.Millisecond), minRTO)
+		r = b.t.srtt + max(4*b.t.rttvar, minRTTVarTerm)
 	}
 	return min(r<<min(b.backoff, 10), maxRTO)
 }

@@ -15,8 +15,15 @@ func init() {
 const (
 	defaultMSS = 1400
 	maxCwnd    = 1 << 20 // packets; keeps the sequence window sane
-	minRTO     = 200 * time.Millisecond
-	maxRTO     = 64 * time.Second
+	// minRTTVarTerm floors the variance term of the retransmission
+	// timeout (SRTT + max(4·RTTVAR, this)), as Linux TCP floors it with
+	// its minimum RTO: on a path whose delay never varies (a satellite
+	// link fed in bursts, an emulated link) RTTVAR decays to zero, and an
+	// RTO of SRTT + 1 ms fired before the ack of the first packet after a
+	// quiet spell, which the peer delays (ackDelay): every packet in
+	// flight declared lost, the window at one packet.
+	minRTTVarTerm = 200 * time.Millisecond
+	maxRTO        = 64 * time.Second
 	// initRTO is RFC 6298's 1 s rather than DCCP's historical 3 s: RFC 4341
 	// §5 defers to TCP's estimator, and a subflow that comes up on a dead
 	// path should be noticed within a second.
@@ -119,8 +126,7 @@ func (c *CCID2) CCID() uint8  { return 2 }
 func (c *CCID2) rto() time.Duration {
 	r := initRTO
 	if c.t.hasRTT {
-		r = c.t.srtt + max(4*c.t.rttvar, time.Millisecond)
-		r = max(r, minRTO)
+		r = c.t.srtt + max(4*c.t.rttvar, minRTTVarTerm)
 	}
 	r <<= min(c.backoff, 10)
 	return min(r, maxRTO)

@@ -16,10 +16,10 @@ import (
 // holds are then lost to the inner flows (a silent blackhole of one path
 // lost 156 probe packets in the demo). So a subflow is *suspected* as soon
 // as its oldest data packet not yet reported on by the peer is older than
-// SRTT + 4·RTTVAR, or 5/4 of the longest such wait seen in the last
-// seconds (a path whose queue comes and goes varies more than RTTVAR
-// follows), plus the peer's ack delay; or when a probe of an idle path is
-// not answered that fast. A suspected subflow
+// SRTT + max(4·RTTVAR, SRTT/4), or 5/4 of the longest such wait seen in
+// the last seconds (a path whose queue comes and goes varies more than
+// RTTVAR follows), plus the peer's ack delay; or when a probe of an idle
+// path is not answered that fast. A suspected subflow
 //   - carries no new data (usable is false),
 //   - has the data packets its loss-repair ring still holds sent again at
 //     once on the other paths (the receiver drops whichever copy comes
@@ -107,8 +107,13 @@ func (sf *subflow) suspectTimeout() time.Duration {
 	if rtt <= 0 {
 		return maxSuspect
 	}
+	// A path's round trip grows by up to a quarter while its controller
+	// probes for bandwidth (BBR's ProbeBW_UP queues a quarter of a BDP);
+	// on a steady long path RTTVAR is near zero and that probe alone
+	// outlasted SRTT + 4·RTTVAR + slack: a satellite path fed overflow
+	// was suspected ("no ack for 622 ms") and idle for a second.
 	seen := max(sf.sus.waitCur, sf.sus.waitPrev)
-	return min(max(rtt+4*v+suspectSlack, seen*5/4+suspectSlack, minSuspect), maxSuspect)
+	return min(max(rtt+max(4*v, rtt/4)+suspectSlack, seen*5/4+suspectSlack, minSuspect), maxSuspect)
 }
 
 // sampleWait records how long a data packet waited until the peer

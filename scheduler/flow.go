@@ -436,9 +436,7 @@ func (fe *flowEntry) outgrown(now mono.Time, paths []Path, pi int, floor uint8, 
 		fe.fullWins = 0
 		return -1
 	}
-	if fe.fullWins < fillWindows {
-		fe.fullWins++
-	}
+	fe.fullWins = min(fe.fullWins+1, fillWindows)
 	if fe.fullWins < fillWindows {
 		return -1
 	}
