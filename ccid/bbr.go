@@ -1122,19 +1122,11 @@ func (b *BBR) applyPacing(now mono.Time) {
 
 // Timers.
 
-func (b *BBR) rto() time.Duration {
-	r := initRTO
-	if b.t.hasRTT {
-		r = b.t.srtt + max(4*b.t.rttvar, minRTTVarTerm)
-	}
-	return min(r<<min(b.backoff, 10), maxRTO)
-}
-
 func (b *BBR) rtoDeadline() mono.Time {
 	if b.t.inFlight == 0 {
 		return mono.Never
 	}
-	return b.rtoStart.Add(b.rto())
+	return b.rtoStart.Add(b.t.rto(b.backoff))
 }
 
 func (b *BBR) Deadline() mono.Time { return mono.Min(b.rtoDeadline(), b.t.lossDeadline()) }

@@ -123,15 +123,6 @@ func NewCCID2(cfg Config) *CCID2 {
 func (c *CCID2) Name() string { return "ccid2" }
 func (c *CCID2) CCID() uint8  { return 2 }
 
-func (c *CCID2) rto() time.Duration {
-	r := initRTO
-	if c.t.hasRTT {
-		r = c.t.srtt + max(4*c.t.rttvar, minRTTVarTerm)
-	}
-	r <<= min(c.backoff, 10)
-	return min(r, maxRTO)
-}
-
 func (c *CCID2) OnPacketSent(now mono.Time, seq uint64, bytes int, inFlight bool) {
 	if inFlight {
 		if c.t.inFlight == 0 {
@@ -155,7 +146,7 @@ func (c *CCID2) restartAfterIdle(now mono.Time) {
 		return
 	}
 	idle := now.Sub(c.lastSend)
-	rto := c.rto()
+	rto := c.t.rto(c.backoff)
 	if idle <= rto {
 		return
 	}
@@ -358,7 +349,7 @@ func (c *CCID2) rtoDeadline() mono.Time {
 	if c.t.inFlight == 0 {
 		return mono.Never
 	}
-	return c.rtoStart.Add(c.rto())
+	return c.rtoStart.Add(c.t.rto(c.backoff))
 }
 
 func (c *CCID2) Deadline() mono.Time {

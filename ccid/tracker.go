@@ -238,6 +238,17 @@ func (t *tracker) reoWnd(reorderSeen bool) time.Duration {
 	return max(w, ext)
 }
 
+// rto is the retransmission timeout after backoff timeouts in a row:
+// RFC 6298's SRTT + 4·RTTVAR with the variance term floored
+// (minRTTVarTerm), doubled per timeout up to maxRTO.
+func (t *tracker) rto(backoff uint) time.Duration {
+	r := initRTO
+	if t.hasRTT {
+		r = t.srtt + max(4*t.rttvar, minRTTVarTerm)
+	}
+	return min(r<<min(backoff, 10), maxRTO)
+}
+
 func (t *tracker) updateRTT(now mono.Time, sample time.Duration) {
 	if sample <= 0 {
 		sample = time.Microsecond
