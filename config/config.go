@@ -71,6 +71,7 @@ type Connection struct {
 	RateLimit      uint64 // bits per second, 0 = none
 	ECN            bool   // RFC 6040 outer ECN and the controllers' ECN response
 	HyStart        bool   // HyStart++ in CCID2's slow start
+	ACKFilter      bool   // drop queued TCP ACKs a later one supersedes
 	ABE            bool   // ABE (RFC 8511) in CCID2's ECN response
 	InitialWindow  int    // packets; 0 = each controller's own
 	Classes        []Class

@@ -145,7 +145,7 @@ func TestShippedConfigsShowTheDefaults(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, key := range []string{"ccid", "scheduler", "reorderer", "reorder_max_hold", "reorder_buffer", "keepalive",
-			"path_timeout", "send_queue", "aqm", "aqm_target", "retransmit", "ecn", "hystart", "abe", "initial_window"} {
+			"path_timeout", "send_queue", "aqm", "aqm_target", "retransmit", "ecn", "hystart", "abe", "initial_window", "ack_filter"} {
 			if !strings.Contains(string(raw), "\n"+key+" = ") {
 				t.Errorf("%s does not set connection.%s", name, key)
 			}
@@ -156,12 +156,12 @@ func TestShippedConfigsShowTheDefaults(t *testing.T) {
 // The controller options reach the config as set.
 func TestControllerOptions(t *testing.T) {
 	p := writeFile(t, "cc.toml", strings.Replace(base, `scheduler = "rr"`,
-		"ccid = \"ccid2\"\nhystart = true\nabe = true\necn = false\ninitial_window = 32", 1))
+		"ccid = \"ccid2\"\nhystart = true\nabe = true\necn = false\ninitial_window = 32\nack_filter = false", 1))
 	cfg, err := Load(p)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c := cfg.Connection; c.CCID != "ccid2" || !c.HyStart || !c.ABE || c.ECN || c.InitialWindow != 32 {
+	if c := cfg.Connection; c.CCID != "ccid2" || !c.HyStart || !c.ABE || c.ECN || c.InitialWindow != 32 || c.ACKFilter {
 		t.Errorf("connection %+v", c)
 	}
 }

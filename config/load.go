@@ -370,6 +370,7 @@ type rawConnection struct {
 	RateLimit      *string    `toml:"rate_limit"`
 	ECN            *bool      `toml:"ecn"`
 	HyStart        *bool      `toml:"hystart"`
+	ACKFilter      *bool      `toml:"ack_filter"`
 	ABE            *bool      `toml:"abe"`
 	InitialWindow  *int64     `toml:"initial_window"`
 	Class          []rawClass `toml:"class"`
@@ -424,6 +425,7 @@ func (c *checker) connection(raw *rawConfig, conn *Connection) {
 	conn.AQMTarget = c.duration(top("connection.aqm_target"), rc.AQMTarget, defaults.AQMTarget, 100*time.Microsecond, 10*time.Second)
 	conn.ECN = deref(rc.ECN, defaults.ECN)
 	conn.HyStart = deref(rc.HyStart, defaults.HyStart)
+	conn.ACKFilter = deref(rc.ACKFilter, defaults.ACKFilter)
 	conn.ABE = deref(rc.ABE, defaults.ABE)
 	conn.InitialWindow = int(c.intIn(top("connection.initial_window"), rc.InitialWindow, defaults.InitialWindow, 0, 1000))
 	if rc.RateLimit != nil {

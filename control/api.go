@@ -156,6 +156,7 @@ type AQMStats struct {
 	Marked             uint64 // CE marks set by CoDel
 	Dropped            uint64 // CoDel drops
 	TailDropped        uint64 // arrivals refused by the queue's limit
+	Superseded         uint64 // queued TCP ACKs replaced by a later one of their connection
 	MaxSojourn         time.Duration
 }
 

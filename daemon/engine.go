@@ -42,6 +42,7 @@ func engineConfig(cfg *config.Config, maxPacket int) (mpdccp.Config, error) {
 		KeepAlive:   cc.Keepalive,
 		PathTimeout: cc.PathTimeout,
 		ECN:         cc.ECN,
+		ACKFilter:   cc.ACKFilter,
 	}
 	if base := cfg.Tuning.JoinPortBase; base > 0 {
 		ec.JoinRemote = datapath.JoinAtServer(base, config.ServerIDBits)

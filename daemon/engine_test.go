@@ -40,12 +40,12 @@ remote = "192.0.2.1"
 // The controller options of [connection] reach every path's controller
 // configuration, and the engine accepts the result.
 func TestEngineConfigCarriesControllerOptions(t *testing.T) {
-	cfg := load(t, strings.Replace(minimal, "%s", "ccid = \"ccid2\"\nhystart = true\nabe = true\necn = false\ninitial_window = 16\nrate_limit = \"40M\"", 1))
+	cfg := load(t, strings.Replace(minimal, "%s", "ccid = \"ccid2\"\nhystart = true\nabe = true\necn = false\ninitial_window = 16\nrate_limit = \"40M\"\nack_filter = false", 1))
 	ec, err := engineConfig(cfg, 1400)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if ec.CCID != "ccid2" || !ec.CC.HyStart || !ec.CC.ABE || ec.ECN || ec.CC.InitialWindow != 16 ||
+	if ec.CCID != "ccid2" || !ec.CC.HyStart || !ec.CC.ABE || ec.ECN || ec.CC.InitialWindow != 16 || ec.ACKFilter ||
 		ec.CC.MSS != 1400 || ec.CC.RateLimit != 40e6 || ec.MaxPacket != 1400 {
 		t.Errorf("engine config %+v", ec)
 	}
@@ -63,7 +63,7 @@ func TestEngineConfigDefaults(t *testing.T) {
 	if ec.CCID != defaults.CCID || ec.Scheduler != defaults.Scheduler || ec.Reorderer != defaults.Reorderer ||
 		ec.CC.HyStart != defaults.HyStart || ec.CC.ABE != defaults.ABE || ec.ECN != defaults.ECN ||
 		ec.Retransmit != defaults.Retransmit || ec.AQM == nil || ec.AQM.Disabled == defaults.AQM ||
-		ec.AQM.Target != defaults.AQMTarget || ec.Reorder.BufferLimit != defaults.ReorderBuffer {
+		ec.AQM.Target != defaults.AQMTarget || ec.Reorder.BufferLimit != defaults.ReorderBuffer || ec.ACKFilter != defaults.ACKFilter {
 		t.Errorf("engine config %+v", ec)
 	}
 }

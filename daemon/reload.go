@@ -49,6 +49,7 @@ var reloadKeys = []reloadKey{
 	{"Connection.RateLimit", "connection.rate_limit", false},
 	{"Connection.ECN", "connection.ecn", false},
 	{"Connection.HyStart", "connection.hystart", false},
+	{"Connection.ACKFilter", "connection.ack_filter", false},
 	{"Connection.ABE", "connection.abe", false},
 	{"Connection.InitialWindow", "connection.initial_window", false},
 	{"Connection.Classes", "connection.class", false},

@@ -225,5 +225,5 @@ func reorderStatus(s reorder.Stats) control.ReorderStats {
 
 func aqmStatus(s aqm.Stats) control.AQMStats {
 	return control.AQMStats{Enqueued: s.Enqueued, Dequeued: s.Dequeued, Marked: s.Marked,
-		Dropped: s.Dropped, TailDropped: s.TailDropped, MaxSojourn: s.MaxSojourn}
+		Dropped: s.Dropped, TailDropped: s.TailDropped, Superseded: s.Superseded, MaxSojourn: s.MaxSojourn}
 }

@@ -136,6 +136,7 @@ var connFamilies = []family[control.ConnStatus]{
 	{"mptun_send_queue_dropped_packets_total", "Inner packets the send queue refused or its AQM dropped.", counter, func(c control.ConnStatus) float64 { return u(c.QueueDrops) }},
 	{"mptun_aqm_marked_packets_total", "Inner packets the send queue's CoDel marked CE.", counter, func(c control.ConnStatus) float64 { return u(c.AQM.Marked) }},
 	{"mptun_aqm_dropped_packets_total", "Inner packets the send queue's CoDel dropped.", counter, func(c control.ConnStatus) float64 { return u(c.AQM.Dropped) }},
+	{"mptun_aqm_superseded_acks_total", "Queued inner TCP ACKs the send queue replaced by a later ACK of their connection.", counter, func(c control.ConnStatus) float64 { return u(c.AQM.Superseded) }},
 	{"mptun_reorder_buffered_packets", "Packets waiting in the reorder buffer.", gauge, func(c control.ConnStatus) float64 { return float64(c.Reorder.Buffered) }},
 	{"mptun_reorder_held_packets_total", "Packets delivered after waiting in the reorder buffer.", counter, func(c control.ConnStatus) float64 { return u(c.Reorder.Held) }},
 	{"mptun_reorder_out_of_order_packets_total", "Packets delivered with a lower MP_SEQ than one delivered before.", counter, func(c control.ConnStatus) float64 { return u(c.Reorder.OutOfOrder) }},

@@ -263,6 +263,9 @@ func (c *Conn) initFQ() {
 	}
 	cfg.Limit = c.ep.cfg.SendQueue
 	cfg.Drop = c.ep.pool.put
+	if c.ep.cfg.ACKFilter {
+		cfg.Supersedes = flow.ACKSupersedes
+	}
 	c.fq = aqm.NewFQ(cfg)
 	c.flowOrd = make([]flowOrder, c.fq.Buckets())
 	if c.flowSeed == 0 {

@@ -111,6 +111,11 @@ type Config struct {
 	// inner packet's ECN field, the engine's own packets ECT(0); inner
 	// packets arriving under CE are marked or dropped (RFC 6040, ecn.go).
 	ECN bool
+	// ACKFilter: a send queue drops a queued inner TCP ACK when a later
+	// ACK of its connection arrives behind it (flow.ACKSupersedes). Such
+	// ACKs queue only where they fill their path: the narrow uplink of an
+	// ADSL line under a download.
+	ACKFilter bool
 	// InitialMPSeq, when non-zero, fixes the first MP_SEQ (tests).
 	InitialMPSeq uint64
 	// Security, when set, authenticates and encrypts everything

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/mptun/mptun/internal/mono"
+	"github.com/mptun/mptun/internal/netsim"
 	"github.com/mptun/mptun/reorder"
 )
 
@@ -246,4 +247,35 @@ func (s *cbr) runBursts(n int, gap, dur time.Duration) {
 		}
 	}
 	burst()
+}
+
+// The engine's send queue drops a queued inner TCP ACK when a later ACK
+// of its connection arrives (Config.ACKFilter), and only then.
+func TestSendQueueFiltersSupersededACKs(t *testing.T) {
+	ack := func(n uint32) []byte {
+		b := make([]byte, 40)
+		b[0], b[3], b[8], b[9] = 0x45, 40, 64, 6
+		copy(b[12:], []byte{10, 0, 0, 1, 10, 0, 0, 2})
+		b[20], b[21], b[23] = 0x9c, 0x40, 0x51 // ports 40000 -> 5201
+		b[28], b[29], b[30], b[31] = byte(n>>24), byte(n>>16), byte(n>>8), byte(n)
+		b[32], b[33] = 5<<4, 0x10
+		return b
+	}
+	for _, filter := range []bool{true, false} {
+		cfg := Config{ACKFilter: filter}
+		h := newHarness(t, harnessConfig{seed: 1, links: []netsim.LinkConfig{link(10e6, 10*time.Millisecond, 0)}, cli: cfg, srv: cfg})
+		c := h.dial(1) // not open yet: everything waits in the send queue
+		for n := uint32(1000); n < 5000; n += 1000 {
+			if !c.Send(h.sim.Now(), ack(n)) {
+				t.Fatal("ACK refused")
+			}
+		}
+		want := uint64(0)
+		if filter {
+			want = 3
+		}
+		if st := c.Stats(); st.AQM.Superseded != want || c.queued() != 4-int(want) {
+			t.Errorf("filter %v: %d superseded, %d queued; want %d superseded", filter, st.AQM.Superseded, c.queued(), want)
+		}
+	}
 }

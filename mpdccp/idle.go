@@ -78,6 +78,7 @@ func addAQMStats(a, b aqm.Stats) aqm.Stats {
 	a.Marked += b.Marked
 	a.Dropped += b.Dropped
 	a.TailDropped += b.TailDropped
+	a.Superseded += b.Superseded
 	a.MaxSojourn = max(a.MaxSojourn, b.MaxSojourn)
 	return a
 }

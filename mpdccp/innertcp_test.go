@@ -48,7 +48,9 @@ type innerTCP struct {
 	hsSamples           int
 	hsCurMin, hsLastMin time.Duration
 	stopAt              mono.Time
-	// Receiver.
+	// Receiver. ackEvery: in-order packets per ACK (0: 2, as delayed
+	// ACKs; a Linux receiver behind GRO acks about every third).
+	ackEvery    int
 	rcvd        []bool
 	rcvNext     uint64
 	ackPending  int
@@ -242,7 +244,7 @@ func (f *innerTCP) onData(b []byte) {
 		}
 	}
 	f.ackPending++
-	if outOfOrder || f.ackPending >= 2 || f.rcvNext < uint64(len(f.rcvd)) {
+	if outOfOrder || f.ackPending >= max(f.ackEvery, 2) || f.rcvNext < uint64(len(f.rcvd)) {
 		f.sendAck(seq, binary.BigEndian.Uint64(b[32:]))
 	} else {
 		pend := f.ackPending

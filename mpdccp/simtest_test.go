@@ -53,8 +53,11 @@ type harness struct {
 type harnessConfig struct {
 	seed  int64
 	links []netsim.LinkConfig // one per path, used in both directions
-	cli   Config
-	srv   Config
+	// down, when set, replaces links from server to client (an
+	// asymmetric access line: ADSL's uplink is a tenth of its downlink).
+	down []netsim.LinkConfig
+	cli  Config
+	srv  Config
 }
 
 func newHarness(t testing.TB, hc harnessConfig) *harness {
@@ -76,7 +79,11 @@ func newHarness(t testing.TB, hc harnessConfig) *harness {
 			h.ep[1].HandleDatagram(h.sim.Now(), i, pk.Meta.(netip.AddrPort), srvAddr.Addr(), pk.Data, pk.ECN)
 			h.service(sideServer)
 		})
-		p.down = h.sim.NewLink(lc, func(pk netsim.Packet) {
+		dc := lc
+		if i < len(hc.down) {
+			dc = hc.down[i]
+		}
+		p.down = h.sim.NewLink(dc, func(pk netsim.Packet) {
 			h.ep[0].HandleDatagram(h.sim.Now(), i, srvAddr, p.cli.Addr(), pk.Data, pk.ECN)
 			h.service(sideClient)
 		})

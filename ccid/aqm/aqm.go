@@ -46,7 +46,10 @@ type Stats struct {
 	Marked             uint64 // CE marks set by CoDel
 	Dropped            uint64 // CoDel drops (Not-ECT, or NoECN)
 	TailDropped        uint64 // arrivals refused by Limit/LimitBytes
-	MaxSojourn         time.Duration
+	// Superseded: queued packets replaced by a later one that made them
+	// redundant (FQConfig.Supersedes), counted in Enqueued too.
+	Superseded uint64
+	MaxSojourn time.Duration
 }
 
 type entry struct {

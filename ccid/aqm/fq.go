@@ -47,6 +47,12 @@ type FQConfig struct {
 	Buckets int
 	// Quantum is the bytes a flow may send per round (default MTU).
 	Quantum int
+	// Supersedes, when set, reports whether an arriving packet makes the
+	// last one queued in its bucket redundant (flow.ACKSupersedes: a
+	// later cumulative ACK of the same TCP connection); the arrival then
+	// takes that packet's place and the older one is dropped (counted in
+	// Stats.Superseded).
+	Supersedes func(newer, older []byte) bool
 }
 
 type fqEntry struct {
@@ -136,6 +142,19 @@ func (q *FQ) Stats() Stats { return q.stats }
 // itself refused (ok false, after Config.Drop).
 func (q *FQ) Enqueue(now mono.Time, pkt []byte, hash uint64) (flow int, ok bool) {
 	f := q.Bucket(hash)
+	if fl := &q.flows[f]; fl.tail >= 0 && q.cfg.Supersedes != nil {
+		if t := &q.slab[fl.tail]; q.cfg.Supersedes(pkt, t.pkt) {
+			// In the older packet's place: it keeps its turn and its wait.
+			old := t.pkt
+			t.pkt = pkt
+			fl.bytes += len(pkt) - len(old)
+			q.bytes += len(pkt) - len(old)
+			q.stats.Enqueued++
+			q.stats.Superseded++
+			q.cfg.drop(old)
+			return f, true
+		}
+	}
 	for q.free < 0 || q.cfg.LimitBytes > 0 && q.bytes+len(pkt) > q.cfg.LimitBytes && q.n > 0 {
 		fat := q.fattest()
 		if q.flows[f].bytes >= q.flows[fat].bytes {

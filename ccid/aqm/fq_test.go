@@ -214,3 +214,38 @@ func TestFQCoDelFollowsFlowRTT(t *testing.T) {
 		t.Fatalf("600 ms RTT, 30 ms extra: interval %v target %v, want 600ms and 300ms", p.Interval, p.Target)
 	}
 }
+
+// A packet that supersedes the last one queued in its bucket takes its
+// place (its turn and its wait) and the older one is dropped; nothing
+// else in the queue changes.
+func TestFQSupersededPacketIsReplaced(t *testing.T) {
+	var dropped [][]byte
+	// Packets are [kind, n]: kind 'a' supersedes an 'a' before it.
+	sup := func(newer, older []byte) bool { return newer[0] == 'a' && older[0] == 'a' }
+	q := NewFQ(FQConfig{Config: Config{Limit: 64, Disabled: true, Drop: func(p []byte) { dropped = append(dropped, p) }}, Supersedes: sup})
+	q.Enqueue(0, []byte{'d', 1}, 1)
+	q.Enqueue(mono.Time(time.Millisecond), []byte{'a', 2}, 1)
+	q.Enqueue(mono.Time(2*time.Millisecond), []byte{'a', 3}, 1) // replaces a2
+	q.Enqueue(mono.Time(3*time.Millisecond), []byte{'a', 4}, 2) // another bucket
+	q.Enqueue(mono.Time(4*time.Millisecond), []byte{'d', 5}, 1)
+	q.Enqueue(mono.Time(5*time.Millisecond), []byte{'a', 6}, 1) // the tail is d5: kept
+	if q.Len() != 5 || q.Bytes() != 10 || q.Stats().Superseded != 1 || len(dropped) != 1 || dropped[0][1] != 2 {
+		t.Fatalf("len %d bytes %d superseded %d dropped %v", q.Len(), q.Bytes(), q.Stats().Superseded, dropped)
+	}
+	if w := q.FlowSojourn(mono.Time(10*time.Millisecond), q.Bucket(1)); w != 10*time.Millisecond {
+		t.Fatalf("bucket 1's oldest packet waited %v, want 10ms", w)
+	}
+	var order []byte
+	for {
+		p, f, ok := q.Dequeue(mono.Time(10*time.Millisecond), pickAll{})
+		if !ok {
+			break
+		}
+		if f == q.Bucket(1) {
+			order = append(order, p[1])
+		}
+	}
+	if string(order) != string([]byte{1, 3, 5, 6}) {
+		t.Fatalf("bucket 1 sent %v, want [1 3 5 6]", order)
+	}
+}

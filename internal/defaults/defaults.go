@@ -40,6 +40,9 @@ const (
 	ECN = true
 	// HyStart turns on HyStart++ (RFC 9406) in CCID2's slow start.
 	HyStart = false
+	// ACKFilter: a TCP ACK still in the send queue when a later ACK of
+	// its connection arrives is dropped (the later one says all it did).
+	ACKFilter = true
 	// ABE turns on Alternative Backoff with ECN (RFC 8511) in CCID2: a
 	// CE mark cuts the window to 0.8 instead of 0.5.
 	ABE = false
