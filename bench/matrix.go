@@ -189,7 +189,7 @@ func MatrixMain(args []string, asJSON bool, stdout, stderr io.Writer) int {
 		var est time.Duration
 		for _, c := range cells {
 			est += EstimateCell(c, o.duration())
-			fmt.Fprintf(stdout, "%-28s %-7s %s\n", c.Name, c.Block, c.Describe())
+			fmt.Fprintf(stdout, "%-36s %-7s %s\n", c.Name, c.Block, c.Describe())
 		}
 		fmt.Fprintf(stdout, "%d cells, %v of traffic per peer, estimated %s\n", len(cells), o.duration(), fmtDur(est))
 		return 0

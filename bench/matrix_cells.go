@@ -16,9 +16,13 @@ type Cell struct {
 	Name  string `json:"name"`
 	Block string `json:"block"` // which part of the designed set it belongs to
 	// Rates in Mbit/s and one-way delays in ms, the same in both
-	// directions.
-	RateA  float64 `json:"rate_a_mbps"`
-	RateB  float64 `json:"rate_b_mbps"`
+	// directions unless UpA/UpB say otherwise.
+	RateA float64 `json:"rate_a_mbps"`
+	RateB float64 `json:"rate_b_mbps"`
+	// UpA and UpB, when set, are the paths' rates from client to server
+	// (an access line's uplink); RateA and RateB are then the downlinks.
+	UpA    float64 `json:"up_a_mbps,omitempty"`
+	UpB    float64 `json:"up_b_mbps,omitempty"`
 	DelayA float64 `json:"owd_a_ms"`
 	DelayB float64 `json:"owd_b_ms"`
 	// LossB is Bernoulli loss on path b (both directions).
@@ -70,10 +74,27 @@ func (c Cell) Peers() []string {
 	return []string{"none", "mptcp", "mptun"}
 }
 
-// BestPath is the path the single-path peer uses: the faster one; a on a
-// tie (it has the shorter delay).
+// Asymmetric reports whether the paths' rates differ by direction.
+func (c Cell) Asymmetric() bool { return c.UpA > 0 || c.UpB > 0 }
+
+// BulkRates are the paths' rates in the direction of the cell's traffic.
+func (c Cell) BulkRates() (a, b float64) {
+	if c.Asymmetric() && c.Direction == "up" {
+		return c.UpA, c.UpB
+	}
+	return c.RateA, c.RateB
+}
+
+// CapacitySum is the sum of the paths' rates in the traffic's direction.
+func (c Cell) CapacitySum() float64 {
+	a, b := c.BulkRates()
+	return a + b
+}
+
+// BestPath is the path the single-path peer uses: the faster one in the
+// traffic's direction; a on a tie (it has the shorter delay).
 func (c Cell) BestPath() string {
-	if c.RateB > c.RateA {
+	if a, b := c.BulkRates(); b > a {
 		return "b"
 	}
 	return "a"
@@ -92,7 +113,16 @@ func (c Cell) ImpairmentLabel() string {
 
 // Group is the cell's name without the impairment: a heatmap row.
 func (c Cell) Group() string {
-	return fmt.Sprintf("r%s-%s+%s-%s-%s", ratioLabel(c.RateA, c.RateB), ms(c.DelayA), ms(c.DelayB), c.Traffic, c.Direction)
+	return fmt.Sprintf("%s-%s+%s-%s-%s", c.rateLabel(), ms(c.DelayA), ms(c.DelayB), c.Traffic, c.Direction)
+}
+
+// rateLabel names the rates: r and the ratio a:b, or for asymmetric
+// lines asym and each path's down x up rates (asym16x1+30x10).
+func (c Cell) rateLabel() string {
+	if c.Asymmetric() {
+		return fmt.Sprintf("asym%sx%s+%sx%s", ms(c.RateA), ms(c.UpA), ms(c.RateB), ms(c.UpB))
+	}
+	return "r" + ratioLabel(c.RateA, c.RateB)
 }
 
 func ratioLabel(a, b float64) string { return strconv.FormatFloat(a/b, 'f', -1, 64) }
@@ -100,7 +130,7 @@ func ratioLabel(a, b float64) string { return strconv.FormatFloat(a/b, 'f', -1, 
 func ms(v float64) string { return strconv.FormatFloat(v, 'f', -1, 64) }
 
 func (c Cell) name() string {
-	return fmt.Sprintf("r%s-%s+%s-%s-%s-%s", ratioLabel(c.RateA, c.RateB), ms(c.DelayA), ms(c.DelayB), c.ImpairmentLabel(), c.Traffic, c.Direction)
+	return fmt.Sprintf("%s-%s+%s-%s-%s-%s", c.rateLabel(), ms(c.DelayA), ms(c.DelayB), c.ImpairmentLabel(), c.Traffic, c.Direction)
 }
 
 // Describe is one line for humans.
@@ -118,7 +148,22 @@ func (c Cell) Describe() string {
 	if c.UDP() {
 		t = fmt.Sprintf("UDP CBR at %.0f %% of the rate sum", udpLoad*100)
 	}
+	if c.Asymmetric() {
+		return fmt.Sprintf("a %g/%g Mbit/s (down/up) %g ms + b %g/%g Mbit/s %g ms one way, %s, %s, %s",
+			c.RateA, c.UpA, c.DelayA, c.RateB, c.UpB, c.DelayB, imp, t, c.Direction)
+	}
 	return fmt.Sprintf("a %g Mbit/s %g ms + b %g Mbit/s %g ms one way, %s, %s, %s", c.RateA, c.DelayA, c.RateB, c.DelayB, imp, t, c.Direction)
+}
+
+// QueueMs is the drop-tail buffer of a path with one-way delay d, in ms
+// at the path's rate: max(path RTT, 20 ms), one BDP; on asymmetric
+// access lines at least 50 ms (an ADSL modem's uplink buffer holds
+// seconds of traffic; 20 ms of a 1 Mbit/s uplink would be one packet).
+func (c Cell) QueueMs(d float64) float64 {
+	if c.Asymmetric() {
+		return max(2*d, 50)
+	}
+	return max(2*d, 20)
 }
 
 // delays are the one-way delay pairs of the set: equal short paths,
@@ -144,6 +189,8 @@ func cell(block string, ratio float64, d [2]float64, loss float64, traffic, dir 
 //	udp:     2:1, every delay pair × loss 0, 2 %; 8+35 × 0.5, 5 %; 8+35 up      11
 //	bursty:  2:1, 8+35, Gilbert–Elliott on b: cubic, bbr, udp                   3
 //	jitter:  2:1, 8+35, reordering jitter on b: cubic, bbr, udp                 3
+//	access:  asymmetric lines, ADSL 16/1 Mbit/s 10 ms beside LTE 30/10
+//	         Mbit/s 35 ms: cubic, bbr × down, up                              4
 func FullCells() []Cell {
 	var cs []Cell
 	for _, d := range delays {
@@ -189,6 +236,13 @@ func FullCells() []Cell {
 		c := cell("jitter", 2, delays[1], 0, t, "down")
 		c.Jitter = true
 		cs = append(cs, c)
+	}
+	// A download's ACKs alone about fill the ADSL uplink; an upload over
+	// it is a tenth of LTE's.
+	for _, t := range []string{"cubic", "bbr"} {
+		for _, dir := range []string{"down", "up"} {
+			cs = append(cs, Cell{Block: "access", RateA: 16, UpA: 1, RateB: 30, UpB: 10, DelayA: 10, DelayB: 35, Traffic: t, Direction: dir})
+		}
 	}
 	for i := range cs {
 		cs[i].Name = cs[i].name()
@@ -261,15 +315,17 @@ func (c Cell) Scenario(d time.Duration) string {
 	fmt.Fprintf(&b, "# generated by mptun bench matrix\nname = %q\ndescription = %q\nduration = \"%s\"\nseed = 1\n",
 		"matrix-"+c.Name, c.Describe(), d)
 	fmt.Fprintf(&b, "peers = [%s]\nbest_path = %q\n", quoteList(c.Peers()), c.BestPath())
-	// Buffers: max(path RTT, 20 ms) at the path's rate, one BDP (the
-	// lab's default, written out).
+	// Buffers: QueueMs at the path's rate.
 	for _, p := range []struct {
-		name        string
-		rate, delay float64
-	}{{"a", c.RateA, c.DelayA}, {"b", c.RateB, c.DelayB}} {
-		q := max(2*p.delay, 20)
-		fmt.Fprintf(&b, "\n[[path]]\nname = %q\nrate = \"%gmbit\"\nup_delay = \"%gms\"\ndown_delay = \"%gms\"\nqueue_time = \"%gms\"\n",
-			p.name, p.rate, p.delay, p.delay, q)
+		name            string
+		rate, up, delay float64
+	}{{"a", c.RateA, c.UpA, c.DelayA}, {"b", c.RateB, c.UpB, c.DelayB}} {
+		rate := fmt.Sprintf("rate = \"%gmbit\"", p.rate)
+		if c.Asymmetric() {
+			rate = fmt.Sprintf("down_rate = \"%gmbit\"\nup_rate = \"%gmbit\"", p.rate, p.up)
+		}
+		fmt.Fprintf(&b, "\n[[path]]\nname = %q\n%s\nup_delay = \"%gms\"\ndown_delay = \"%gms\"\nqueue_time = \"%gms\"\n",
+			p.name, rate, p.delay, p.delay, c.QueueMs(p.delay))
 		if p.name != "b" {
 			continue
 		}

@@ -141,7 +141,7 @@ func Benefit(g, best, ideal float64) *float64 {
 
 // evaluate fills a cell's result from its lab results.
 func evaluate(c Cell, res *report.Results) CellResult {
-	r := CellResult{Cell: c, Description: c.Describe(), CapacitySumMbps: c.RateA + c.RateB}
+	r := CellResult{Cell: c, Description: c.Describe(), CapacitySumMbps: c.CapacitySum()}
 	r.IdealGoodputMbps = r.CapacitySumMbps * PayloadEfficiency(c.UDP())
 	if c.UDP() {
 		offered := udpLoad * r.CapacitySumMbps * udpSize / (udpSize + traffic.UDPIPOverhead)

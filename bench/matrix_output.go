@@ -77,7 +77,8 @@ func WriteMatrixFiles(dir string, r *MatrixResults) ([]string, error) {
 	return append(files, maps...), err
 }
 
-// CSVHeader names the columns of results.csv.
+// CSVHeader names the columns of results.csv (rates are those in the
+// cell's traffic direction; results.json has an asymmetric cell's both).
 var CSVHeader = []string{"cell", "block", "traffic", "direction", "rate_a_mbps", "rate_b_mbps", "owd_a_ms", "owd_b_ms",
 	"loss_b", "bursty", "jitter", "capacity_sum_mbps", "ideal_goodput_mbps",
 	"best_mbps", "mptcp_mbps", "mptun_mbps", "mptun_vs_best", "mptun_vs_mptcp", "benefit_mptun", "benefit_mptcp",
@@ -130,7 +131,8 @@ func WriteMatrixCSV(w io.Writer, cells []CellResult) error {
 		if mptun != nil && mptun.Error == "" {
 			agg = num(mptun.Aggregation, 4)
 		}
-		cw.Write([]string{c.Name, c.Block, c.Traffic, c.Direction, num(c.RateA, 3), num(c.RateB, 3), num(c.DelayA, 1), num(c.DelayB, 1),
+		rateA, rateB := c.BulkRates() // an asymmetric line's rate in the traffic's direction
+		cw.Write([]string{c.Name, c.Block, c.Traffic, c.Direction, num(rateA, 3), num(rateB, 3), num(c.DelayA, 1), num(c.DelayB, 1),
 			num(c.LossB, 4), strconv.FormatBool(c.Bursty), strconv.FormatBool(c.Jitter), num(c.CapacitySumMbps, 3), num(c.IdealGoodputMbps, 3),
 			goodput(best), goodput(mptcp), goodput(mptun), optNum(c.MptunVsBest, 4), optNum(c.MptunVsMPTCP, 4),
 			optNum(c.BenefitMptun, 4), optNum(c.BenefitMPTCP, 4), agg, retr(best), retr(mptcp), retr(mptun), verified, subflows, detail,

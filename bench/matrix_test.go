@@ -20,12 +20,12 @@ import (
 
 func TestFullCellsCoverTheAxes(t *testing.T) {
 	cells := FullCells()
-	if len(cells) != 59 {
-		t.Fatalf("%d cells, want the 59 of the designed set", len(cells))
+	if len(cells) != 63 {
+		t.Fatalf("%d cells, want the 63 of the designed set", len(cells))
 	}
 	names := map[string]bool{}
 	ratios, delays, losses, traffic, dirs := map[float64]bool{}, map[[2]float64]bool{}, map[float64]bool{}, map[string]bool{}, map[string]bool{}
-	var bursty, jitter, inverted int
+	var bursty, jitter, inverted, asym int
 	for _, c := range cells {
 		if names[c.Name] {
 			t.Errorf("duplicate name %s", c.Name)
@@ -41,6 +41,19 @@ func TestFullCellsCoverTheAxes(t *testing.T) {
 		}
 		if c.Jitter {
 			jitter++
+		}
+		if c.Asymmetric() {
+			asym++
+			// ADSL 16/1 beside LTE 30/10: LTE is the best path both ways,
+			// and the capacity is that of the traffic's direction.
+			want := 46.0
+			if c.Direction == "up" {
+				want = 11
+			}
+			if c.BestPath() != "b" || c.CapacitySum() != want || !strings.HasPrefix(c.Name, "asym16x1+30x10-10+35-l0-") {
+				t.Errorf("%s: best path %s, capacity %v", c.Name, c.BestPath(), c.CapacitySum())
+			}
+			continue
 		}
 		if c.RateA < c.RateB {
 			inverted++
@@ -69,8 +82,8 @@ func TestFullCellsCoverTheAxes(t *testing.T) {
 			t.Errorf("no %s traffic", k)
 		}
 	}
-	if !dirs["up"] || !dirs["down"] || bursty == 0 || jitter == 0 || inverted == 0 {
-		t.Errorf("dirs %v bursty %d jitter %d inverted %d", dirs, bursty, jitter, inverted)
+	if !dirs["up"] || !dirs["down"] || bursty == 0 || jitter == 0 || inverted == 0 || asym != 4 {
+		t.Errorf("dirs %v bursty %d jitter %d inverted %d asymmetric %d", dirs, bursty, jitter, inverted, asym)
 	}
 	quick, err := SelectCells("", true)
 	if err != nil || len(quick) != len(QuickNames) {
@@ -126,14 +139,23 @@ func TestCellScenarios(t *testing.T) {
 			t.Errorf("%s: peers %v best %s", c.Name, sc.Peers, sc.BestPath)
 		}
 		specs := sc.PathSpecs()
-		for i, want := range []struct{ rate, delay float64 }{{c.RateA, c.DelayA}, {c.RateB, c.DelayB}} {
+		for i, want := range []struct{ rate, up, delay float64 }{{c.RateA, c.UpA, c.DelayA}, {c.RateB, c.UpB, c.DelayB}} {
+			if want.up == 0 {
+				want.up = want.rate
+			}
+			// One BDP of buffer (max(RTT, 20 ms)); 50 ms at least on an
+			// asymmetric access line.
+			minQ := 20.0
+			if c.Asymmetric() {
+				minQ = 50
+			}
 			for _, d := range []struct {
-				rate  float64
-				delay time.Duration
-				queue int
-			}{{specs[i].Up.Rate, specs[i].Up.Delay, specs[i].Up.QueueBytes}, {specs[i].Down.Rate, specs[i].Down.Delay, specs[i].Down.QueueBytes}} {
-				bdp := int(want.rate * 1e6 / 8 * math.Max(2*want.delay, 20) / 1000)
-				if d.rate != want.rate*1e6 || d.delay != time.Duration(want.delay*float64(time.Millisecond)) || d.queue != bdp {
+				rate, wantRate float64
+				delay          time.Duration
+				queue          int
+			}{{specs[i].Up.Rate, want.up, specs[i].Up.Delay, specs[i].Up.QueueBytes}, {specs[i].Down.Rate, want.rate, specs[i].Down.Delay, specs[i].Down.QueueBytes}} {
+				bdp := int(d.wantRate * 1e6 / 8 * math.Max(2*want.delay, minQ) / 1000)
+				if d.rate != d.wantRate*1e6 || d.delay != time.Duration(want.delay*float64(time.Millisecond)) || d.queue != bdp {
 					t.Errorf("%s path %d: %+v, want %+v queue %d", c.Name, i, d, want, bdp)
 				}
 			}
@@ -190,7 +212,7 @@ func deref(p *float64) any {
 func labResults(c Cell, goodput map[string]float64, mutate func(*report.Run)) *report.Results {
 	res := &report.Results{DurationS: 20}
 	for _, peer := range c.Peers() {
-		run := &report.Run{Peer: peer, GoodputMbps: goodput[peer], CapacitySumMbps: c.RateA + c.RateB}
+		run := &report.Run{Peer: peer, GoodputMbps: goodput[peer], CapacitySumMbps: c.CapacitySum()}
 		run.Aggregation = run.GoodputMbps / run.CapacitySumMbps
 		run.Idle = &report.Idle{
 			PathPing: []report.PathPing{{Path: "a", RTT: traffic.RTTStats{Received: 20, P50: 16.4}}, {Path: "b", RTT: traffic.RTTStats{Received: 20, P50: 70.3}}},

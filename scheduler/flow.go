@@ -53,7 +53,8 @@ func init() {
 //     bigger, or one whose capacity is still unknown (a path that carried
 //     only overflow never got the demand that measures it; the flow tries
 //     it once, and goes back when the tried path proves less than
-//     moveRatio times the old one). The old pin becomes its overflow. A
+//     moveRatio times the old one; until then its share on the tried path
+//     does not send it back, see PickFlow). The old pin becomes its overflow. A
 //     bulk download over a small low-delay line beside a big LTE link
 //     otherwise stays on the small line: inner BBR keeps about two of the
 //     small line's round trips in flight, which never builds the wait
@@ -389,7 +390,12 @@ func (s *flowSched) PickFlow(now mono.Time, paths []Path, f FlowPacket) FlowDeci
 			fe.striping = true
 			fe.winBytes += uint32(max(f.Size, 0))
 			s.pick(q.ID)
-			if fe.share -= fe.share / shareWindow; fe.share < minShare && (rate(q) >= moveRatio*rate(prim) || fe.shared()) {
+			// Not back to the path a trial came from while the tried path's
+			// capacity is unknown: its estimate is only what the flow gave
+			// it so far (a Startup that began at ten packets), and the
+			// trial ends when it is measured (outgrown).
+			if fe.share -= fe.share / shareWindow; fe.share < minShare && q.ID != fe.trialFrom &&
+				(rate(q) >= moveRatio*rate(prim) || fe.shared()) {
 				// Most of the flow goes to q: pin it there.
 				fe.primary, fe.share, fe.striping, fe.bulk = q.ID, 1-fe.share, false, true
 				fe.repin(s.picked(q.ID))

@@ -408,6 +408,30 @@ func TestFlowFillingItsPathTriesAnUnmeasuredOne(t *testing.T) {
 		t.Fatalf("tried once already: flow on path %d, want it kept", d.Path)
 	}
 
+	// While the tried path is still unmeasured, a flow overflowing to the
+	// path it came from stays pinned to the tried one, however little the
+	// tried path's estimate shows (a Startup from ten packets: the lab's
+	// ADSL 16/1 + LTE inner BBR download went back to the ADSL line and
+	// got 13 Mbit/s, half of LTE alone).
+	{
+		s := mk(t, "flow")
+		now := mono.Time(0)
+		p := smallFast(true, true)
+		p[0].RateMeasured = true
+		fill(t, s, &now, p, time.Second, 2*ms, 1000)
+		for i := 0; i < 400; i++ {
+			now += mono.Time(ms)
+			p := smallFast(true, i%4 == 0)
+			p[0].RateMeasured, p[1].Rate = true, 0.5e6/8
+			flowPick(t, s, now, p, FlowPacket{Flow: 1, Size: 1000, Sojourn: 10 * ms})
+		}
+		p = smallFast(true, true)
+		p[0].RateMeasured, p[1].Rate = true, 0.5e6/8
+		if d := flowPick(t, s, now, p, FlowPacket{Flow: 1, Size: 1000}); d.Path != 1 {
+			t.Fatalf("a pending trial, most packets overflowing back: flow on path %d, want the tried path", d.Path)
+		}
+	}
+
 	// A tried path measured big keeps the flow.
 	{
 		s := mk(t, "flow")
