@@ -140,7 +140,7 @@ func plotHeatmap(file, title string, g HeatmapGrid) error {
 	p.Y.Tick.Marker = plot.ConstantTicks(yt)
 	p.X.Min, p.X.Max = 0, float64(len(g.Cols))
 	p.Y.Min, p.Y.Max = 0, float64(len(g.Rows))
-	p.X.Label.Text = "columns: impairment of path b (loss %, Gilbert-Elliott, reordering jitter)\nrows: r(rate a / rate b)-(one-way delay a)+(b) ms-traffic-direction"
+	p.X.Label.Text = "columns: impairment of path b (loss %, Gilbert-Elliott, reordering jitter)\nrows: r(rate a / rate b) or asym(a down x up)+(b down x up)-(one-way delay a)+(b) ms-traffic-direction"
 	w := 12*vg.Centimeter + vg.Length(len(g.Cols))*2.2*vg.Centimeter
 	h := 5*vg.Centimeter + vg.Length(len(g.Rows))*0.8*vg.Centimeter
 	if err := p.Save(w, h, file); err != nil {
