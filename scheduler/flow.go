@@ -64,11 +64,10 @@ func init() {
 //   - A flow that fills its pinned path with no path to move its pin to
 //     overflows onto a path at most moveDelay slower as soon as the pin
 //     has no room, without first queueing for the delay difference.
-//     Inner BBR paces at the rate it measured and keeps about one RTT in
-//     flight beyond it, so that wait never builds and its bandwidth
-//     probes never reached the second path (20 + 10 Mbit/s at 8 + 35 ms:
-//     17.4-17.7 Mbit/s in the lab, 0.93 of the fast path alone; 21-24
-//     with this rule). A short flow never fills a path for fillWindows
+//     Inner BBR paces at the rate it measured, so (by our reading) that
+//     wait never builds and its bandwidth probes never reached the second
+//     path (20 + 10 Mbit/s at 8 + 35 ms: mostly 17.4-17.7 Mbit/s in the
+//     lab, 0.93 of the fast path alone; 21-24 with this rule). A short flow never fills a path for fillWindows
 //     windows and still waits, so it never pays the slower path's delay.
 //   - Flows kept on one path go before spread ones (FlowPacket.FirstPass):
 //     a bulk flow spread for capacity takes what the web objects,

@@ -466,8 +466,8 @@ func TestFlowFillingItsPathTriesAnUnmeasuredOne(t *testing.T) {
 // A flow that fills its pinned path, with no path big enough to take its
 // pin, overflows onto a somewhat slower path as soon as the pin has no
 // room, without first queueing for the delay difference (inner BBR keeps
-// no such queue: 20 + 10 Mbit/s at 8 + 35 ms got 0.94 of the fast path
-// alone). A short flow, and a path more than moveDelay slower, still wait.
+// no such queue: 20 + 10 Mbit/s at 8 + 35 ms got 0.93-0.94 of the fast
+// path alone in the lab). A short flow, and a path more than moveDelay slower, still wait.
 func TestFlowFillingItsPathOverflowsWithoutQueueing(t *testing.T) {
 	twoRates := func(fastReady, slowReady bool) []Path {
 		p := measured(twoPaths(fastReady, slowReady))
