@@ -61,14 +61,6 @@ func init() {
 //     that spreads it (10 Mbit/s 8 ms beside 20 Mbit/s 35 ms: 0.70 of the
 //     big path alone in the matrix). A path more than moveDelay slower is
 //     never tried.
-//   - A flow that fills its pinned path with no path to move its pin to
-//     overflows onto a path at most moveDelay slower as soon as the pin
-//     has no room, without first queueing for the delay difference.
-//     Inner BBR paces at the rate it measured, so (by our reading) that
-//     wait never builds and its bandwidth probes never reached the second
-//     path (20 + 10 Mbit/s at 8 + 35 ms: mostly 17.4-17.7 Mbit/s in the
-//     lab, 0.93 of the fast path alone; 21-24 with this rule). A short flow never fills a path for fillWindows
-//     windows and still waits, so it never pays the slower path's delay.
 //   - Flows kept on one path go before spread ones (FlowPacket.FirstPass):
 //     a bulk flow spread for capacity takes what the web objects,
 //     requests and interactive flows beside it leave, and its backlog
@@ -179,8 +171,7 @@ const (
 	// before its pin moves for capacity.
 	fillWindows = 3
 	// moveDelay: a path more than this slower (one way) does not take the
-	// pin of a flow that fills its path, nor its overflow before the wait
-	// reaches the delay difference. The move lengthens the flow's
+	// pin of a flow that fills its path. The move lengthens the flow's
 	// round trip at once, and inner BBR, whose window is sized on its
 	// minimum RTT until that expires (10 s), stalls when the new round
 	// trip is much longer than two of the old.
@@ -386,18 +377,12 @@ func (s *flowSched) PickFlow(now mono.Time, paths []Path, f FlowPacket) FlowDeci
 	// stands for the wait to come: the flow's queue drains at the pinned
 	// path's rate).
 	retry := time.Duration(-1)
-	filling := fe.fullWins >= fillWindows
 	for i := range paths {
 		q := &paths[i]
 		if i == pi || !eligible(q, floor) || !ready(q, now) || q.Loss > maxUsefulLoss {
 			continue
 		}
 		need := spreadWait(delay(q, repair)-pd, prim) + margin(prim, q)
-		if filling && cost(q, repair)-cost(prim, repair) <= moveDelay {
-			// Not the paths' RTT variation: an overflow path's is stale
-			// from its last burst when it has carried nothing since.
-			need = min(need, flowMargin)
-		}
 		if fe.striping {
 			need = time.Duration(float64(need) * stripeHysteresis)
 		}
@@ -421,7 +406,7 @@ func (s *flowSched) PickFlow(now mono.Time, paths []Path, f FlowPacket) FlowDeci
 			retry = need - f.Sojourn
 		}
 	}
-	if f.Sojourn < extra/2 && !filling {
+	if f.Sojourn < extra/2 {
 		fe.striping = false
 	}
 	s.holds++
