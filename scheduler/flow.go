@@ -61,6 +61,19 @@ func init() {
 //     that spreads it (10 Mbit/s 8 ms beside 20 Mbit/s 35 ms: 0.70 of the
 //     big path alone in the matrix). A path more than moveDelay slower is
 //     never tried.
+//   - A flow that fills its pinned path with no path to move its pin to
+//     overflows onto a path at most moveDelay slower as soon as the pin
+//     has no room, without first queueing for the delay difference.
+//     Inner BBR paces at the rate it measured and keeps about one RTT in
+//     flight beyond it, so that wait never builds and its bandwidth
+//     probes never reached the second path (20 + 10 Mbit/s at 8 + 35 ms:
+//     17.4-17.7 Mbit/s in the lab, 0.93 of the fast path alone; 21-24
+//     with this rule). A short flow never fills a path for fillWindows
+//     windows and still waits, so it never pays the slower path's delay.
+//     Nor does a flow of small packets (bulkPacket): the ACKs of a big
+//     download fill an uplink whose estimate is what they gave it, and
+//     overflowing them once moved them all to a second uplink (0.36 of
+//     kernel MPTCP in an end-to-end run).
 //   - Flows kept on one path go before spread ones (FlowPacket.FirstPass):
 //     a bulk flow spread for capacity takes what the web objects,
 //     requests and interactive flows beside it leave, and its backlog
@@ -88,11 +101,15 @@ type flowEntry struct {
 	// unresponsive: the AQM kept signalling the flow without its queue
 	// draining (unresponsiveSignals); it may queue onto a satellite path.
 	unresponsive bool
-	// The flow's bytes since winStart (its sending rate), and how many
-	// windows in a row it filled its pinned path (fillShare).
-	winStart mono.Time
-	winBytes uint32
-	fullWins uint8
+	// The flow's bytes and packets since winStart (its sending rate),
+	// and how many windows in a row it filled its pinned path
+	// (fillShare); bigPackets: its packets in the last window averaged
+	// at least bulkPacket bytes.
+	winStart   mono.Time
+	winBytes   uint32
+	winPkts    uint32
+	fullWins   uint8
+	bigPackets bool
 	// tried: the flow's pin moved once to a path of unknown capacity;
 	// trialFrom is the path id it came from until that path's capacity
 	// is known (-1: no trial pending).
@@ -170,8 +187,13 @@ const (
 	// fillWindows: windows in a row a flow must fill its pinned path
 	// before its pin moves for capacity.
 	fillWindows = 3
+	// bulkPacket: the mean packet size, in bytes, of a flow that carries
+	// data (the IPv4 datagram every host must accept); pure ACKs and
+	// small requests are well below it, full segments well above.
+	bulkPacket = 576
 	// moveDelay: a path more than this slower (one way) does not take the
-	// pin of a flow that fills its path. The move lengthens the flow's
+	// pin of a flow that fills its path, nor its overflow before the wait
+	// reaches the delay difference. The move lengthens the flow's
 	// round trip at once, and inner BBR, whose window is sized on its
 	// minimum RTT until that expires (10 s), stalls when the new round
 	// trip is much longer than two of the old.
@@ -321,7 +343,7 @@ func (s *flowSched) PickFlow(now mono.Time, paths []Path, f FlowPacket) FlowDeci
 	if pi < 0 || pi != best && now.Sub(fe.last) > gap && (!fe.bulk || now.Sub(fe.last) > bulkIdle) {
 		pi, fe.primary, fe.striping, fe.share, fe.bulk = best, paths[best].ID, false, 1, false
 		fe.repin(s.picked(fe.primary))
-		fe.winStart, fe.winBytes, fe.fullWins, fe.tried, fe.trialFrom = now, 0, 0, false, -1
+		fe.winStart, fe.winBytes, fe.winPkts, fe.fullWins, fe.tried, fe.trialFrom = now, 0, 0, 0, false, -1
 	}
 	if q := fe.outgrown(now, paths, pi, floor, repair); q >= 0 {
 		// The flow fills its pinned path: a bigger one carries it alone,
@@ -369,7 +391,7 @@ func (s *flowSched) PickFlow(now mono.Time, paths []Path, f FlowPacket) FlowDeci
 		s.pick(prim.ID)
 		fe.countOnPin(others, s.picked(prim.ID))
 		fe.share += (1 - fe.share) / shareWindow
-		fe.winBytes += uint32(max(f.Size, 0))
+		fe.countSent(f.Size)
 		return FlowDecision{OK: true, Path: prim.ID, Extra: allow, RTT: rtt}
 	}
 	// The pinned path cannot send now: a ready slower path takes the
@@ -377,18 +399,28 @@ func (s *flowSched) PickFlow(now mono.Time, paths []Path, f FlowPacket) FlowDeci
 	// stands for the wait to come: the flow's queue drains at the pinned
 	// path's rate).
 	retry := time.Duration(-1)
+	// Only a flow of data packets: the ACKs of a download fill a path
+	// whose estimate is no more than what those ACKs gave it (an uplink
+	// beside a bigger one, its controller still in Startup), and moved
+	// off it they would only be late.
+	filling := fe.fullWins >= fillWindows && fe.bigPackets
 	for i := range paths {
 		q := &paths[i]
 		if i == pi || !eligible(q, floor) || !ready(q, now) || q.Loss > maxUsefulLoss {
 			continue
 		}
 		need := spreadWait(delay(q, repair)-pd, prim) + margin(prim, q)
+		if filling && cost(q, repair)-cost(prim, repair) <= moveDelay {
+			// Not the paths' RTT variation: an overflow path's is stale
+			// from its last burst when it has carried nothing since.
+			need = min(need, flowMargin)
+		}
 		if fe.striping {
 			need = time.Duration(float64(need) * stripeHysteresis)
 		}
 		if f.Sojourn >= need {
 			fe.striping = true
-			fe.winBytes += uint32(max(f.Size, 0))
+			fe.countSent(f.Size)
 			s.pick(q.ID)
 			// Not back to the path a trial came from while the tried path's
 			// capacity is unknown: its estimate is only what the flow gave
@@ -406,7 +438,7 @@ func (s *flowSched) PickFlow(now mono.Time, paths []Path, f FlowPacket) FlowDeci
 			retry = need - f.Sojourn
 		}
 	}
-	if f.Sojourn < extra/2 {
+	if f.Sojourn < extra/2 && !filling {
 		fe.striping = false
 	}
 	s.holds++
@@ -436,7 +468,8 @@ func (fe *flowEntry) outgrown(now mono.Time, paths []Path, pi int, floor uint8, 
 		return -1
 	}
 	full := prim.RateMeasured && float64(fe.winBytes) >= fillShare*rate(prim)*el.Seconds()
-	fe.winStart, fe.winBytes = now, 0
+	fe.bigPackets = fe.winBytes >= bulkPacket*fe.winPkts
+	fe.winStart, fe.winBytes, fe.winPkts = now, 0, 0
 	if !full || el > 2*win {
 		// An idle spell in the window is no proof of a full path.
 		fe.fullWins = 0
@@ -470,6 +503,12 @@ func (fe *flowEntry) outgrown(now mono.Time, paths []Path, pi int, floor uint8, 
 		}
 	}
 	return best
+}
+
+// countSent adds one of the flow's packets, size bytes, to its window.
+func (fe *flowEntry) countSent(size int) {
+	fe.winBytes += uint32(max(size, 0))
+	fe.winPkts++
 }
 
 // repin starts the own/all counts for a new pinned path that has

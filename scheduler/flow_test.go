@@ -462,3 +462,84 @@ func TestFlowFillingItsPathTriesAnUnmeasuredOne(t *testing.T) {
 		}
 	}
 }
+
+// A flow that fills its pinned path, with no path big enough to take its
+// pin, overflows onto a somewhat slower path as soon as the pin has no
+// room, without first queueing for the delay difference (inner BBR keeps
+// no such queue: 20 + 10 Mbit/s at 8 + 35 ms got 0.94 of the fast path
+// alone). A short flow, and a path more than moveDelay slower, still wait.
+func TestFlowFillingItsPathOverflowsWithoutQueueing(t *testing.T) {
+	twoRates := func(fastReady, slowReady bool) []Path {
+		p := measured(twoPaths(fastReady, slowReady))
+		p[0].Rate, p[1].Rate = 20e6/8, 10e6/8
+		return p
+	}
+	s := mk(t, "flow")
+	now := mono.Time(0)
+	wait := FlowPacket{Flow: 1, Size: 1000, Sojourn: 4 * ms}
+	flowPick(t, s, now, twoRates(true, true), FlowPacket{Flow: 1, Size: 1000})
+	if d := flowPick(t, s, now, twoRates(false, true), wait); d.OK {
+		t.Fatalf("a new flow waiting 4 ms: sent on path %d, want hold", d.Path)
+	}
+	// 1000 B every 0.4 ms: 20 Mbit/s, the fast path's rate.
+	if d := fill(t, s, &now, twoRates(true, true), time.Second, 400*time.Microsecond, 1000); d.Path != 0 {
+		t.Fatalf("filling a path with no bigger one beside it: flow on path %d, want it kept", d.Path)
+	}
+	if d := flowPick(t, s, now, twoRates(false, true), wait); !d.OK || d.Path != 1 {
+		t.Fatalf("a flow filling its path, waiting 4 ms: %+v, want the slow path", d)
+	}
+	// Nor does a queue on the slower path (its smoothed RTT twice its
+	// base RTT and a large variation, as after a burst, with no packets
+	// since to update them): the bound is the paths' base delay
+	// difference, the wait a fixed margin.
+	queued := twoRates(false, true)
+	queued[1].SRTT, queued[1].RTTVar = 2*queued[1].MinRTT, 30*ms
+	if d := flowPick(t, s, now, queued, wait); !d.OK || d.Path != 1 {
+		t.Fatalf("a flow filling its path, a queue on the slower one: %+v, want the slow path", d)
+	}
+	if d := flowPick(t, s, now, twoRates(false, true), FlowPacket{Flow: 2, Size: 1000, Sojourn: 4 * ms}); d.OK {
+		t.Fatalf("another, new flow waiting 4 ms: sent on path %d, want hold", d.Path)
+	}
+
+	far := func(fastReady, slowReady bool) []Path {
+		p := twoRates(fastReady, slowReady)
+		p[1].OWD = p[0].OWD + moveDelay + 5*ms
+		p[1].MinRTT, p[1].SRTT = 2*p[1].OWD, 2*p[1].OWD
+		return p
+	}
+	s = mk(t, "flow")
+	now = 0
+	fill(t, s, &now, far(true, true), time.Second, 400*time.Microsecond, 1000)
+	if d := flowPick(t, s, now, far(false, true), wait); d.OK {
+		t.Fatalf("a path %v slower: sent on path %d, want hold", moveDelay+5*ms, d.Path)
+	}
+}
+
+// The ACKs of a download fill their pinned uplink when its estimate is no
+// more than what they gave it; they are not data, and overflowing them onto
+// the slower path as the rule above does would only delay them (and moved the
+// whole ACK flow to a second uplink in an end-to-end run). They wait as any
+// flow does.
+func TestAckFlowFillingItsPathDoesNotOverflowAtOnce(t *testing.T) {
+	smallRates := func(fastReady, slowReady bool) []Path {
+		p := measured(twoPaths(fastReady, slowReady))
+		p[0].Rate, p[1].Rate = 1e6/8, 0.5e6/8
+		return p
+	}
+	s := mk(t, "flow")
+	now := mono.Time(0)
+	// 60 B every 0.4 ms: 1.2 Mbit/s, more than the pinned path's estimate.
+	if d := fill(t, s, &now, smallRates(true, true), time.Second, 400*time.Microsecond, 60); d.Path != 0 {
+		t.Fatalf("ACKs filling their path: flow on path %d, want it kept", d.Path)
+	}
+	if d := flowPick(t, s, now, smallRates(false, true), FlowPacket{Flow: 1, Size: 60, Sojourn: 4 * ms}); d.OK {
+		t.Fatalf("ACKs filling their path, waiting 4 ms: sent on path %d, want hold", d.Path)
+	}
+	// The same flow of full-size packets overflows.
+	s = mk(t, "flow")
+	now = 0
+	fill(t, s, &now, smallRates(true, true), time.Second, 8*time.Millisecond, 1000)
+	if d := flowPick(t, s, now, smallRates(false, true), FlowPacket{Flow: 1, Size: 1000, Sojourn: 4 * ms}); !d.OK || d.Path != 1 {
+		t.Fatalf("data filling its path, waiting 4 ms: %+v, want the slow path", d)
+	}
+}
