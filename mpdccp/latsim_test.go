@@ -83,32 +83,14 @@ func runLatencyWith(t testing.TB, cell simCell, n int, bulk bool, dur time.Durat
 		}
 	}
 	ping()
-	// Short transfers, one at a time, alternating 10 KB and 100 KB, on
-	// fresh ports (fresh flows).
-	port := uint16(6000)
-	var next func()
-	next = func() {
-		if h.sim.Now() >= end {
-			return
+	// Short transfers alternating 10 KB and 100 KB (8 and 74 segments).
+	transfersUntil(h, &flows, end, func(i int) int { return []int{74, 8}[i%2] }, func(segs int, d time.Duration) {
+		if segs == 8 {
+			res.short10 = append(res.short10, d)
+		} else {
+			res.short100 = append(res.short100, d)
 		}
-		port++
-		size := 8 // 10 KB in 1360-byte segments
-		if port%2 == 0 {
-			size = 74 // 100 KB
-		}
-		f := newInnerTCP(h, sideServer, port, 1400)
-		flows = append(flows, f)
-		began := h.sim.Now()
-		f.startTransfer(size, func(now mono.Time) {
-			if size == 8 {
-				res.short10 = append(res.short10, now.Sub(began))
-			} else {
-				res.short100 = append(res.short100, now.Sub(began))
-			}
-			h.sim.After(200*time.Millisecond, next)
-		})
-	}
-	next()
+	})
 	h.run(dur + 2*time.Second)
 	return res
 }
@@ -144,4 +126,64 @@ func TestSimLatencyReport(t *testing.T) {
 			}
 		}
 	}
+}
+
+// runTransfers measures the completion times of transfers of segs
+// 1360-byte segments, one at a time on fresh flows with 200 ms between
+// them, over the cell's first n paths of an otherwise idle tunnel.
+func runTransfers(t testing.TB, cell simCell, n, segs int, dur time.Duration) []time.Duration {
+	cfg := Config{CCID: "bbr", Retransmit: true, AQM: defaultAQM()}
+	h := newHarness(t, harnessConfig{seed: 11, links: cell.links(n), cli: cfg, srv: cfg})
+	var flows []*innerTCP
+	var done []time.Duration
+	h.onDeliver = func(side int, c *Conn, b []byte) { routeInner(flows, side, b) }
+	c := h.dial(n)
+	if !h.runUntil(10*time.Second, func() bool { return h.openPaths(c) == n && h.openPaths(h.serverConn()) == n }) {
+		t.Fatalf("%s: not open", cell.name)
+	}
+	transfersUntil(h, &flows, h.sim.Now().Add(dur), func(int) int { return segs }, func(_ int, d time.Duration) {
+		done = append(done, d)
+	})
+	h.run(dur + 5*time.Second)
+	return done
+}
+
+// TestSimTransferReport prints the completion of 100 KB, 300 KB and 1 MB
+// transfers on an idle tunnel over both paths and over the fast path
+// alone (go test -run SimTransferReport -v).
+func TestSimTransferReport(t *testing.T) {
+	reportOnly(t)
+	fmt.Printf("%-24s %-7s %10s %10s %10s\n", "cell", "paths", "100KB p50", "300KB p50", "1MB p50")
+	for _, cell := range []simCell{simCells[0], simCells[3], simCells[5], simCells[7]} {
+		for _, n := range []int{1, 2} {
+			fmt.Printf("%-24s %-7d", cell.name, n)
+			for _, segs := range []int{74, 221, 736} {
+				fmt.Printf(" %10v", p50(runTransfers(t, cell, n, segs, 8*time.Second)).Round(100*time.Microsecond))
+			}
+			fmt.Println()
+		}
+	}
+}
+
+// transfersUntil runs server-to-client transfers one at a time until end,
+// 200 ms apart, each on a fresh port (a fresh flow): the i-th of segs(i)
+// 1360-byte segments; done gets each one's size and completion time.
+func transfersUntil(h *harness, flows *[]*innerTCP, end mono.Time, segs func(i int) int, done func(segs int, d time.Duration)) {
+	i := 0
+	var next func()
+	next = func() {
+		if h.sim.Now() >= end {
+			return
+		}
+		i++
+		n := segs(i)
+		f := newInnerTCP(h, sideServer, uint16(6000+i), 1400)
+		*flows = append(*flows, f)
+		began := h.sim.Now()
+		f.startTransfer(n, func(now mono.Time) {
+			done(n, now.Sub(began))
+			h.sim.After(200*time.Millisecond, next)
+		})
+	}
+	next()
 }

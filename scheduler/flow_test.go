@@ -469,11 +469,7 @@ func TestFlowFillingItsPathTriesAnUnmeasuredOne(t *testing.T) {
 // no such queue: 20 + 10 Mbit/s at 8 + 35 ms got 0.94 of the fast path
 // alone). A short flow, and a path more than moveDelay slower, still wait.
 func TestFlowFillingItsPathOverflowsWithoutQueueing(t *testing.T) {
-	twoRates := func(fastReady, slowReady bool) []Path {
-		p := measured(twoPaths(fastReady, slowReady))
-		p[0].Rate, p[1].Rate = 20e6/8, 10e6/8
-		return p
-	}
+	twoRates := ratedPaths(20e6, 10e6)
 	s := mk(t, "flow")
 	now := mono.Time(0)
 	wait := FlowPacket{Flow: 1, Size: 1000, Sojourn: 4 * ms}
@@ -521,11 +517,7 @@ func TestFlowFillingItsPathOverflowsWithoutQueueing(t *testing.T) {
 // whole ACK flow to a second uplink in an end-to-end run). They wait as any
 // flow does.
 func TestAckFlowFillingItsPathDoesNotOverflowAtOnce(t *testing.T) {
-	smallRates := func(fastReady, slowReady bool) []Path {
-		p := measured(twoPaths(fastReady, slowReady))
-		p[0].Rate, p[1].Rate = 1e6/8, 0.5e6/8
-		return p
-	}
+	smallRates := ratedPaths(1e6, 0.5e6)
 	s := mk(t, "flow")
 	now := mono.Time(0)
 	// 60 B every 0.4 ms: 1.2 Mbit/s, more than the pinned path's estimate.
@@ -541,5 +533,14 @@ func TestAckFlowFillingItsPathDoesNotOverflowAtOnce(t *testing.T) {
 	fill(t, s, &now, smallRates(true, true), time.Second, 8*time.Millisecond, 1000)
 	if d := flowPick(t, s, now, smallRates(false, true), FlowPacket{Flow: 1, Size: 1000, Sojourn: 4 * ms}); !d.OK || d.Path != 1 {
 		t.Fatalf("data filling its path, waiting 4 ms: %+v, want the slow path", d)
+	}
+}
+
+// ratedPaths returns twoPaths, measured, with the given rates in bit/s.
+func ratedPaths(fast, slow float64) func(fastReady, slowReady bool) []Path {
+	return func(fastReady, slowReady bool) []Path {
+		p := measured(twoPaths(fastReady, slowReady))
+		p[0].Rate, p[1].Rate = fast/8, slow/8
+		return p
 	}
 }
