@@ -84,7 +84,13 @@ func runLatencyWith(t testing.TB, cell simCell, n int, bulk bool, dur time.Durat
 	}
 	ping()
 	// Short transfers alternating 10 KB and 100 KB (8 and 74 segments).
-	transfersUntil(h, &flows, end, func(i int) int { return []int{74, 8}[i%2] }, func(segs int, d time.Duration) {
+	alternate := func(i int) int {
+		if i%2 == 1 {
+			return 8
+		}
+		return 74
+	}
+	transfersUntil(h, &flows, end, alternate, func(segs int, d time.Duration) {
 		if segs == 8 {
 			res.short10 = append(res.short10, d)
 		} else {

@@ -512,10 +512,9 @@ func TestFlowFillingItsPathOverflowsWithoutQueueing(t *testing.T) {
 }
 
 // The ACKs of a download fill their pinned uplink when its estimate is no
-// more than what they gave it; they are not data, and overflowing them onto
-// the slower path as the rule above does would only delay them (and moved the
-// whole ACK flow to a second uplink in an end-to-end run). They wait as any
-// flow does.
+// more than what they gave it. Overflowing them onto the slower path, as the
+// rule above does for data, would only delay them (and it moved the whole ACK
+// flow to a second uplink in an end-to-end run): they wait as any flow does.
 func TestAckFlowFillingItsPathDoesNotOverflowAtOnce(t *testing.T) {
 	smallRates := ratedPaths(1e6, 0.5e6)
 	s := mk(t, "flow")
