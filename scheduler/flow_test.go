@@ -463,6 +463,42 @@ func TestFlowFillingItsPathTriesAnUnmeasuredOne(t *testing.T) {
 	}
 }
 
+// A flow that fills its pinned path and already sends an eighth of its
+// packets as overflow onto a path of unknown capacity keeps its pin: the
+// overflow measures that path, where a trial would move the whole flow's
+// round trip onto it. With less overflow (a paced flow), or when the
+// overflow already queues on that path, the path is tried.
+func TestFlowOverflowingOntoAnUnmeasuredPathIsNotMovedThere(t *testing.T) {
+	for _, c := range []struct {
+		every     int // one packet in every finds the pinned path busy
+		queue     bool
+		wantTried bool
+	}{{4, false, false}, {20, false, true}, {4, true, true}} {
+		s := mk(t, "flow")
+		now := mono.Time(0)
+		tried := false
+		for i := 0; i < 8000; i++ { // 2.4 s, 1,000 B every 0.3 ms
+			now += mono.Time(300 * time.Microsecond)
+			p := twoPaths(i%c.every != 0, true)
+			p[0].Rate, p[0].RateMeasured = 20e6/8, true
+			p[1].Rate = 5e6 / 8
+			if c.queue {
+				p[1].SRTT = p[1].MinRTT + 30*ms
+			}
+			sojourn := time.Duration(0)
+			if i%c.every == 0 {
+				sojourn = 5 * ms
+			}
+			if d := flowPick(t, s, now, p, FlowPacket{Flow: 1, Size: 1000, Sojourn: sojourn}); d.OK && d.Path == 1 && sojourn == 0 {
+				tried = true // the pin is on path 1: a packet went there with path 0 ready
+			}
+		}
+		if tried != c.wantTried {
+			t.Errorf("one packet in %d overflowing (queue %v): tried = %v, want %v", c.every, c.queue, tried, c.wantTried)
+		}
+	}
+}
+
 // A flow that fills its pinned path, with no path big enough to take its
 // pin, overflows onto a somewhat slower path as soon as the pin has no
 // room, without first queueing for the delay difference (inner BBR keeps
