@@ -55,10 +55,11 @@ func init() {
 //     it once, and goes back when the tried path proves less than
 //     moveRatio times the old one; until then its share on the tried path
 //     does not send it back, see PickFlow; a flow that already sends an
-//     eighth of its packets as overflow is not tried, its overflow
-//     measures the path: trialWindows). The old pin becomes its overflow. A
-//     bulk download over a small low-delay line beside a big LTE link
-//     otherwise stays on the small line: inner BBR keeps about two of the
+//     eighth of its packets as overflow onto a path that shows no queue
+//     is not tried, its overflow measures the path: trialWindows). The
+//     old pin becomes its overflow. A bulk download over a small
+//     low-delay line beside a big LTE link otherwise stays on the small
+//     line: inner BBR keeps about two of the
 //     small line's round trips in flight, which never builds the wait
 //     that spreads it (10 Mbit/s 8 ms beside 20 Mbit/s 35 ms: 0.70 of the
 //     big path alone in the matrix). A path more than moveDelay slower is
@@ -194,22 +195,23 @@ const (
 	fillWindows = 3
 	// trialWindows: full windows a flow overflows (PickFlow's filling
 	// rule) before its pin moves on trial to a path of unknown capacity;
-	// overflowMeasures: unless it sent at least this share of its
-	// packets in the last window as overflow and the path shows no queue.
-	// That overflow is demand that measures the other paths, and the
-	// share rule moves the pin to one that proves bigger (moveRatio). A
-	// path that queues the overflow is full, and only a trial ends its
-	// Startup: fed overflow in bursts it stays there (BBRParams'
-	// PlateauNeedsDemand), and beside a path ten times faster its queue
-	// held most packets at the receiver for 20-100 ms (lab, 10:1 cell:
-	// 16.5 Mbit/s against 18.3-18.6 with the trial). A trial moves the flow's whole round
-	// trip onto the slower path at once, and the tried path's Startup
-	// takes all of an inner window sized for the faster one: 20 + 10
-	// Mbit/s at 8 + 35 ms, inner CUBIC, the 10 Mbit/s path tried at about
-	// 0.9 s: goodput 9-17 Mbit/s for 0.6 s in the simulator, the fast
-	// path down to 3-4 Mbit/s in the lab. A path that overflow cannot
-	// measure (inner BBR paces at the small path's rate, little
-	// overflows) is still tried, one window later than the fill test.
+	// overflowMeasures: unless it sent at least this share of its packets
+	// in the last window as overflow and the path shows no queue. That
+	// overflow is demand that measures the other paths, and the share
+	// rule moves the pin to one that proves bigger (moveRatio), whereas a
+	// trial moves the flow's whole round trip onto the slower path at
+	// once and the tried path's Startup takes all of an inner window
+	// sized for the faster one (20 + 10 Mbit/s at 8 + 35 ms, inner CUBIC,
+	// the 10 Mbit/s path tried about 0.9 s in: goodput down to 9-11
+	// Mbit/s for 0.4 s in the simulator, the fast path down to 3-4 Mbit/s
+	// in the lab). A path that queues the overflow is full, and only a
+	// trial ends its Startup: fed overflow in bursts it stays there
+	// (BBRParams' PlateauNeedsDemand), and beside a path ten times faster
+	// its queue held most packets at the receiver for 20-100 ms (lab,
+	// 10:1 cell: 16.5 Mbit/s in one run without the trial; 18.2 on
+	// average with it). A path that overflow cannot measure (inner BBR
+	// paces at the small path's rate, little overflows) is still tried,
+	// one window later than the fill test.
 	trialWindows     = 1
 	overflowMeasures = 0.125
 	// bulkPacket: the mean packet size, in bytes, of a flow that carries
