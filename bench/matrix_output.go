@@ -38,7 +38,7 @@ type MatrixResults struct {
 
 // matrixMethod is printed into results.json and the README says the same.
 var matrixMethod = []string{
-	"Peers on freshly built, identical emulated links in every cell, one after another: none = plain TCP/UDP over the best single path (the faster one), mptcp = kernel MPTCP (in-kernel path manager, one subflow endpoint per extra path, default scheduler) verified per cell from MPTCP_INFO/MPTCP_TCPINFO of the bulk socket, mptun = mptund with its shipped defaults (the generated configs set no scheduler, reorderer, ccid, hold, aqm or repair key).",
+	"Peers on freshly built, identical emulated links in every cell, one after another: none = plain TCP/UDP over the best single path (the one that carries the traffic faster alone: for inner CUBIC, a lossy path counts at the rate its loss allows, Mathis et al.), mptcp = kernel MPTCP (in-kernel path manager, one subflow endpoint per extra path, default scheduler) verified per cell from MPTCP_INFO/MPTCP_TCPINFO of the bulk socket, mptun = mptund with its shipped defaults (the generated configs set no scheduler, reorderer, ccid, hold, aqm or repair key).",
 	"Paths: a and b, every impairment on b, in both directions; buffers max(path RTT, 20 ms) at the path's rate (one BDP, drop-tail).",
 	"Goodput: TCP payload received (or UDP payload) per second of timed traffic, slow start included. aggregation = goodput / emulated capacity sum (layer 2).",
 	"Benefit = (goodput - best path goodput) / (ideal - best path goodput), ideal = capacity sum x payload per layer-2 byte (TCP 1448/1514; UDP the offered CBR load when lower); negative when worse than the best path.",

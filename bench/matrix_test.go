@@ -57,8 +57,14 @@ func TestFullCellsCoverTheAxes(t *testing.T) {
 		}
 		if c.RateA < c.RateB {
 			inverted++
-			if c.BestPath() != "b" {
-				t.Errorf("%s: best path %s", c.Name, c.BestPath())
+			// Inner CUBIC over the bigger path's 0.5 % or more random
+			// loss gets less than the lossless smaller path's rate.
+			want := "b"
+			if c.Traffic == "cubic" && c.PathLoss() >= 0.005 {
+				want = "a"
+			}
+			if c.BestPath() != want {
+				t.Errorf("%s: best path %s, want %s", c.Name, c.BestPath(), want)
 			}
 		}
 	}
