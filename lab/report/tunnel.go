@@ -26,6 +26,11 @@ type TunnelMetrics struct {
 	Cwnd map[string][]float64 `json:"cwnd_packets"`
 	// SRTTms is the smoothed RTT per path, one value per sample time.
 	SRTTms map[string][]float64 `json:"srtt_ms"`
+	// Phase is the congestion controller's phase per path (BBR's
+	// startup, drain, probe-bw-*, probe-rtt; CCID2's slow-start or
+	// congestion-avoidance), one value per sample time: a path that
+	// stays in Startup shows here.
+	Phase map[string][]string `json:"phase,omitempty"`
 	// HoldBucketsMs are the upper bounds of the hold histogram buckets;
 	// HoldCounts has one more entry (the overflow bucket).
 	HoldBucketsMs []float64 `json:"hold_buckets_ms"`

@@ -56,7 +56,7 @@ const sampleEvery = 200 * time.Millisecond
 // sample polls the sending side for cwnd and RTT per path until stopped,
 // then reads the receiving side's reorder hold histogram once.
 func (m *MptunPeer) sample(sender, receiver string) {
-	tm := &report.TunnelMetrics{Cwnd: map[string][]float64{}, SRTTms: map[string][]float64{}}
+	tm := &report.TunnelMetrics{Cwnd: map[string][]float64{}, SRTTms: map[string][]float64{}, Phase: map[string][]string{}}
 	t := time.NewTicker(sampleEvery)
 	defer t.Stop()
 	start := mono.Now()
@@ -84,6 +84,10 @@ func (m *MptunPeer) sample(sender, receiver string) {
 						series[name] = append(series[name], 0)
 					}
 				}
+				for len(tm.Phase[name]) < n-1 {
+					tm.Phase[name] = append(tm.Phase[name], "")
+				}
+				tm.Phase[name] = append(tm.Phase[name], p.Phase)
 				tm.Cwnd[name] = append(tm.Cwnd[name], float64(p.Cwnd))
 				tm.SRTTms[name] = append(tm.SRTTms[name], p.RTTms)
 			}
