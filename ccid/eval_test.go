@@ -438,3 +438,36 @@ func TestBBRStartupOutlastsAScantFeed(t *testing.T) {
 		t.Errorf("without PlateauNeedsDemand the path ramped as fast (%.1f Mbit/s): the test shows nothing", oldMbps)
 	}
 }
+
+// A subflow carrying a flow that paces itself at the path's rate (inner
+// BBR through the tunnel) is application-limited in every round and never
+// window-limited, so neither the plateau nor the 5 ms queue exit ended its
+// Startup. A standing queue in every packet of a round shows the
+// bottleneck was busy all round, and such rounds count towards the
+// plateau (startupRoundQueued): it leaves Startup within a few rounds.
+func TestBBRLeavesStartupWhenAPacedFeedKeepsAQueue(t *testing.T) {
+	const rate = 20e6
+	run := func(queueCounts bool) (phase string) {
+		par := DefaultBBRParams()
+		par.QueuedRoundsCount = queueCounts
+		n := newSimNet(1, pathSpec{RateBps: rate, RTT: 16 * time.Millisecond, Buffer: 64 * simMSS})
+		f := n.addFlow("bbr", Config{BBR: &par}, 0)
+		// Half the path's rate first (no queue: the rounds are neither
+		// window-limited nor queued), then 3 % above it for 150 ms, which
+		// builds about 4 ms of queue, then the path's rate: the queue
+		// stands.
+		f.appRate = 0.5 * rate / 8
+		n.run(500 * time.Millisecond)
+		f.appRate = 1.03 * rate / 8
+		n.run(650 * time.Millisecond) // run's argument is the simulated time to stop at
+		f.appRate = rate / 8
+		n.run(2650 * time.Millisecond)
+		return f.cc.State().Phase
+	}
+	if phase := run(true); phase == "startup" {
+		t.Errorf("fed at the path's rate over a standing queue for 2 s: phase %q, want past startup", phase)
+	}
+	if phase := run(false); phase != "startup" {
+		t.Errorf("without counting queued rounds: phase %q, want startup (the test shows nothing)", phase)
+	}
+}
