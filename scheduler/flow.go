@@ -114,6 +114,10 @@ type flowEntry struct {
 	winOver    uint32 // of winPkts, sent on another path than the pin
 	fullWins   uint8
 	bigPackets bool
+	// spillWins: windows left in which the flow may still overflow
+	// without queueing first (spillMemory), though it no longer fills
+	// its path in every window.
+	spillWins uint8
 	// tried: the flow's pin moved once to a path of unknown capacity;
 	// trialFrom is the path id it came from until that path's capacity
 	// is known (-1: no trial pending). trialWait counts the full windows
@@ -214,6 +218,20 @@ const (
 	// one window later than the fill test.
 	trialWindows     = 1
 	overflowMeasures = 0.125
+	// spillMemory: windows a flow that filled its path keeps overflowing
+	// without queueing first after it stops filling it. Inner BBR's
+	// ProbeRTT (four packets in flight for 200 ms every 10 s) costs one
+	// or two windows below fillShare; reset, the flow had to fill the
+	// pinned path for fillWindows windows again, queueing for the delay
+	// difference before each overflow, and inner BBR, cwnd-limited
+	// behind that queue, measured only the pinned path's rate (20 + 10
+	// Mbit/s at 8 + 35 ms, 2 % loss on the slower: 18-20 Mbit/s for up to
+	// 3 s after it, 26-27 before). Not after a trial: the flow's window
+	// has just moved between paths, and a constant-rate stream that
+	// overflowed at once after one queued more on the fast path (a ping
+	// beside it: one-way p90 11.1-12.4 ms against 8.7-12.2 in the
+	// simulator, TestSpreadFlowBesidePing's seeds 21-24).
+	spillMemory = 3
 	// bulkPacket: the mean packet size, in bytes, of a flow that carries
 	// data (the IPv4 datagram every host must accept); pure ACKs and
 	// small requests are well below it, full segments well above.
@@ -371,6 +389,7 @@ func (s *flowSched) PickFlow(now mono.Time, paths []Path, f FlowPacket) FlowDeci
 		pi, fe.primary, fe.striping, fe.share, fe.bulk = best, paths[best].ID, false, 1, false
 		fe.repin(s.picked(fe.primary))
 		fe.winStart, fe.winBytes, fe.winPkts, fe.winOver, fe.fullWins, fe.tried, fe.trialFrom, fe.trialWait = now, 0, 0, 0, 0, false, -1, 0
+		fe.spillWins = 0
 	}
 	if q := fe.outgrown(now, paths, pi, floor, repair); q >= 0 {
 		// The flow fills its pinned path: a bigger one carries it alone,
@@ -430,7 +449,7 @@ func (s *flowSched) PickFlow(now mono.Time, paths []Path, f FlowPacket) FlowDeci
 	// whose estimate is no more than what those ACKs gave it (an uplink
 	// beside a bigger one, its controller still in Startup), and moved
 	// off it they would only be late.
-	filling := fe.fullWins >= fillWindows && fe.bigPackets
+	filling := fe.spillWins > 0 && fe.bigPackets
 	for i := range paths {
 		q := &paths[i]
 		if i == pi || !eligible(q, floor) || !ready(q, now) || q.Loss > maxUsefulLoss {
@@ -485,7 +504,7 @@ func (fe *flowEntry) outgrown(now mono.Time, paths []Path, pi int, floor uint8, 
 		fe.trialFrom = -1
 		for i := range paths {
 			if o := &paths[i]; o.ID == from && i != pi && eligible(o, floor) && rate(prim) < moveRatio*rate(o) {
-				fe.fullWins = 0
+				fe.fullWins, fe.spillWins = 0, 0
 				return i
 			}
 		}
@@ -502,12 +521,18 @@ func (fe *flowEntry) outgrown(now mono.Time, paths []Path, pi int, floor uint8, 
 	if !full || el > 2*win {
 		// An idle spell in the window is no proof of a full path.
 		fe.fullWins, fe.trialWait = 0, 0
+		if el > 2*win {
+			fe.spillWins = 0
+		} else if fe.spillWins > 0 {
+			fe.spillWins--
+		}
 		return -1
 	}
 	fe.fullWins = min(fe.fullWins+1, fillWindows)
 	if fe.fullWins < fillWindows {
 		return -1
 	}
+	fe.spillWins = spillMemory
 	best := -1
 	for i := range paths {
 		q := &paths[i]
@@ -533,7 +558,7 @@ func (fe *flowEntry) outgrown(now mono.Time, paths []Path, pi int, floor uint8, 
 		fe.tried, fe.trialFrom = true, prim.ID
 	}
 	if best >= 0 {
-		fe.fullWins, fe.trialWait = 0, 0
+		fe.fullWins, fe.trialWait, fe.spillWins = 0, 0, 0
 	}
 	return best
 }

@@ -547,6 +547,32 @@ func TestFlowFillingItsPathOverflowsWithoutQueueing(t *testing.T) {
 	}
 }
 
+// A flow that filled its path keeps overflowing at once through a window
+// or two below the fill share (inner BBR's ProbeRTT: four packets in
+// flight for 200 ms), so it does not have to fill the path for
+// fillWindows windows again, queueing for the delay difference before
+// each overflow. When it stays below the fill share for spillMemory
+// windows, it waits again.
+func TestFlowFillingItsPathKeepsOverflowingThroughADip(t *testing.T) {
+	twoRates := ratedPaths(20e6, 10e6)
+	wait := FlowPacket{Flow: 1, Size: 1000, Sojourn: 4 * ms}
+	for _, c := range []struct {
+		dip       time.Duration
+		wantSpill bool
+	}{{250 * time.Millisecond, true}, {time.Second, false}} {
+		s := mk(t, "flow")
+		now := mono.Time(0)
+		// 1000 B every 0.4 ms: 20 Mbit/s, the fast path's rate.
+		fill(t, s, &now, twoRates(true, true), time.Second, 400*time.Microsecond, 1000)
+		// The dip: 1000 B every 5 ms (1.6 Mbit/s).
+		fill(t, s, &now, twoRates(true, true), c.dip, 5*time.Millisecond, 1000)
+		d := flowPick(t, s, now, twoRates(false, true), wait)
+		if spilled := d.OK && d.Path == 1; spilled != c.wantSpill {
+			t.Errorf("after a dip of %v: %+v, want overflow onto the slow path %v", c.dip, d, c.wantSpill)
+		}
+	}
+}
+
 // The ACKs of a download fill their pinned uplink when its estimate is no
 // more than what they gave it. Overflowing them onto the slower path, as the
 // rule above does for data, would only delay them (and it moved the whole ACK
