@@ -172,23 +172,24 @@ func (b *BBR) randomLoss() bool {
 
 // BBR constants (draft-ietf-ccwg-bbr, "BBRv3").
 const (
-	bbrStartupPacingGain = 2.77 // 4·ln 2
-	bbrStartupCwndGain   = 2.0
-	bbrDrainPacingGain   = 0.35
-	bbrDefaultCwndGain   = 2.0
-	bbrUpCwndGain        = 2.25
-	bbrPacingMargin      = 0.01
-	bbrLossThresh        = 0.02
-	bbrECNThresh         = 0.5
-	bbrBeta              = 0.7
-	bbrHeadroom          = 0.15
-	bbrMinPipePackets    = 4
-	bbrStartupFullLoss   = 6 // lost packets in a round that end Startup
-	bbrProbeRTTCwndGain  = 0.5
-	bbrProbeRTTDuration  = 200 * time.Millisecond
-	bbrProbeRTTInterval  = 5 * time.Second
-	bbrMinRTTFilterLen   = 10 * time.Second
-	bbrExtraAckedRounds  = 10
+	bbrStartupPacingGain  = 2.77 // 4·ln 2
+	bbrStartupCwndGain    = 2.0
+	bbrDrainPacingGain    = 0.35
+	bbrDefaultCwndGain    = 2.0
+	bbrUpCwndGain         = 2.25
+	bbrPacingMargin       = 0.01
+	bbrLossThresh         = 0.02
+	bbrECNThresh          = 0.5
+	bbrBeta               = 0.7
+	bbrHeadroom           = 0.15
+	bbrMinPipePackets     = 4
+	bbrInitialCwndPackets = 10
+	bbrStartupFullLoss    = 6 // lost packets in a round that end Startup
+	bbrProbeRTTCwndGain   = 0.5
+	bbrProbeRTTDuration   = 200 * time.Millisecond
+	bbrProbeRTTInterval   = 5 * time.Second
+	bbrMinRTTFilterLen    = 10 * time.Second
+	bbrExtraAckedRounds   = 10
 )
 
 type bbrState uint8
@@ -328,8 +329,10 @@ type BBR struct {
 	maxRTTInRound      time.Duration
 	minRTTInRound      time.Duration
 	prevMinRTTInRound  time.Duration
-	quietRounds        int  // rounds in DOWN/CRUISE since the last probe, Startup or ProbeRTT
-	queueInRound       bool // QueueSignal: the round's min RTT showed a standing queue
+	// prevDeliveredInRound is what the last round delivered, bytes.
+	prevDeliveredInRound float64
+	quietRounds          int  // rounds in DOWN/CRUISE since the last probe, Startup or ProbeRTT
+	queueInRound         bool // QueueSignal: the round's min RTT showed a standing queue
 
 	// Retransmission timeout.
 	rtoStart    mono.Time
@@ -628,7 +631,7 @@ func (b *BBR) updateCongestionSignals(now mono.Time) {
 	b.checkStartupHighLoss()
 	b.checkStartupQueue()
 	b.lossInRound, b.ecnInRound, b.cruiseLossInRound = false, false, false
-	b.prevMinRTTInRound = b.minRTTInRound
+	b.prevMinRTTInRound, b.prevDeliveredInRound = b.minRTTInRound, b.deliveredInRound
 	b.maxRTTInRound, b.minRTTInRound = 0, 0
 	b.lossPktsInRound = 0
 	b.lostInRoundBytes, b.deliveredInRound = 0, 0
@@ -799,12 +802,16 @@ func (b *BBR) checkFullBwReached() {
 // offered. A tunnel path carrying a flow that paces itself at the path's
 // rate (inner BBR) is application-limited in every round and never
 // window-limited, and stayed in Startup for up to 1.8 s (lab, inner BBR
-// over 20 Mbit/s 8 ms beside 10 Mbit/s 35 ms; 0.4 s with this rule): the
-// scheduler cannot tell such a path is full, and the flow does not spread
-// until it is measured.
+// over 20 Mbit/s 8 ms beside 10 Mbit/s 35 ms; 0.2-0.4 s with this rule):
+// the scheduler cannot tell such a path is full, and the flow does not
+// spread until it is measured. A round of a few packets (pings, a short
+// request) proves nothing: delay noise alone lifts its few RTT samples,
+// and Startup would end at their rate, so the round must have delivered
+// an initial window.
 func (b *BBR) startupRoundQueued() bool {
 	return b.par.QueuedRoundsCount && b.state == bbrStartup && b.minRTT > 0 && b.prevMinRTTInRound > 0 &&
-		b.prevMinRTTInRound > b.minRTT+max(b.minRTT/8, 2*time.Millisecond)
+		b.prevMinRTTInRound > b.minRTT+max(b.minRTT/8, 2*time.Millisecond) &&
+		b.prevDeliveredInRound >= float64(bbrInitialCwndPackets*b.mss)
 }
 
 func (b *BBR) resetFullBw() { b.fullBw, b.fullBwCount, b.fullBwNow = 0, 0, false }
@@ -830,7 +837,7 @@ func (b *BBR) enterStartup() {
 // bdpMultiple is gain × bw × min RTT, or the initial window before an RTT.
 func (b *BBR) bdpMultiple(bw, gain float64) float64 {
 	if b.minRTT < 0 {
-		return 10 * float64(b.mss)
+		return bbrInitialCwndPackets * float64(b.mss)
 	}
 	return gain * bw * b.minRTT.Seconds()
 }
