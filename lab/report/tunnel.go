@@ -27,9 +27,9 @@ type TunnelMetrics struct {
 	// SRTTms is the smoothed RTT per path, one value per sample time.
 	SRTTms map[string][]float64 `json:"srtt_ms"`
 	// Phase is the congestion controller's phase per path (BBR's
-	// startup, drain, probe-bw-*, probe-rtt; CCID2's slow-start or
-	// congestion-avoidance), one value per sample time: a path that
-	// stays in Startup shows here.
+	// startup, drain, probe-bw-*, probe-rtt; CCID2's slow-start,
+	// congestion-avoidance, recovery, ...), one value per sample time: a
+	// path that stays in Startup shows here.
 	Phase map[string][]string `json:"phase,omitempty"`
 	// HoldBucketsMs are the upper bounds of the hold histogram buckets;
 	// HoldCounts has one more entry (the overflow bucket).

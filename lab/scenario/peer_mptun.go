@@ -53,8 +53,9 @@ type MptunPeer struct {
 
 const sampleEvery = 200 * time.Millisecond
 
-// sample polls the sending side for cwnd and RTT per path until stopped,
-// then reads the receiving side's reorder hold histogram once.
+// sample polls the sending side for window, RTT and controller phase per
+// path until stopped, then reads the receiving side's reorder hold
+// histogram once.
 func (m *MptunPeer) sample(sender, receiver string) {
 	tm := &report.TunnelMetrics{Cwnd: map[string][]float64{}, SRTTms: map[string][]float64{}, Phase: map[string][]string{}}
 	t := time.NewTicker(sampleEvery)
