@@ -358,7 +358,7 @@ func NewBBR(cfg Config) *BBR {
 	}
 	iw := cfg.InitialWindow
 	if iw <= 0 {
-		iw = 10 // RFC 6928, as BBR's draft assumes
+		iw = bbrInitialCwndPackets // RFC 6928, as BBR's draft assumes
 	}
 	b.cwnd = float64(iw * b.mss)
 	b.minRTT = -1
