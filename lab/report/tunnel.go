@@ -19,7 +19,8 @@ import (
 // during a run: the sending side's congestion window per path over time
 // and the receiving side's reorder hold-time histogram.
 type TunnelMetrics struct {
-	// TimesS are the sample times, seconds since the run's start.
+	// TimesS are the sample times, seconds since the traffic started
+	// (Align; negative before it).
 	TimesS []float64 `json:"times_s"`
 	// Cwnd is the congestion window in packets per path name, one value
 	// per sample time.
@@ -55,9 +56,10 @@ type TunnelMetrics struct {
 	// "status" answer): per-path pacing lateness, the send queue's and
 	// the reorderer's counters, for diagnosis.
 	Status map[string]any `json:"status,omitempty"`
-	// First is the monotonic time of the first sample; plots align it
-	// with the run's start.
-	First mono.Time `json:"-"`
+	// First is the monotonic time of TimesS's zero and ProcessStart that
+	// of the process samples' zero, until Align.
+	First        mono.Time `json:"-"`
+	ProcessStart mono.Time `json:"-"`
 }
 
 // ConnSettings are a connection's settings and repair counters.
@@ -83,6 +85,7 @@ type PathPrio struct {
 
 // ProcessSample is one daemon's footprint at a time of the run.
 type ProcessSample struct {
+	// TimeS: seconds since the traffic started (Align).
 	TimeS      float64 `json:"time_s"`
 	Goroutines int     `json:"goroutines"`
 	HeapBytes  uint64  `json:"heap_bytes"`
@@ -90,17 +93,32 @@ type ProcessSample struct {
 	HeapLiveBytes uint64 `json:"heap_live_bytes"`
 }
 
-// shift returns the sample times relative to the run's start.
-func (m *TunnelMetrics) shift(run *Run) []float64 {
-	off := 0.0
-	if run.Start != 0 && m.First != 0 {
-		off = m.First.Sub(run.Start).Seconds()
+// Align makes every sample time relative to start, the traffic's start,
+// as TimesS and ProcessSample.TimeS say: the sampler counts from its own
+// first sample, seconds before the traffic (idle RTT and short transfers
+// come first), and a reader of results.json took those early samples for
+// the bulk flow's. Samples taken before start are negative. A zero start
+// leaves the times as sampled.
+func (m *TunnelMetrics) Align(start mono.Time) {
+	if start == 0 {
+		return
 	}
-	out := make([]float64, len(m.TimesS))
-	for i, t := range m.TimesS {
-		out[i] = t + off
+	if m.First != 0 {
+		off := m.First.Sub(start).Seconds()
+		for i := range m.TimesS {
+			m.TimesS[i] += off
+		}
+		m.First = 0
 	}
-	return out
+	if m.ProcessStart != 0 {
+		off := m.ProcessStart.Sub(start).Seconds()
+		for _, samples := range m.Process {
+			for i := range samples {
+				samples[i].TimeS += off
+			}
+		}
+		m.ProcessStart = 0
+	}
 }
 
 func plotCwnd(run *Run, m *TunnelMetrics, file string) error {
@@ -114,7 +132,7 @@ func plotCwnd(run *Run, m *TunnelMetrics, file string) error {
 	}
 	sort.Strings(names)
 	ymax := 1.0
-	times := m.shift(run)
+	times := m.TimesS
 	for i, n := range names {
 		xy := make(plotter.XYs, len(times))
 		for j := range times {

@@ -61,6 +61,7 @@ func (m *MptunPeer) sample(sender, receiver string) {
 	t := time.NewTicker(sampleEvery)
 	defer t.Stop()
 	start := mono.Now()
+	tm.ProcessStart = start
 	var nextProcess mono.Time
 	for {
 		if now := mono.Now(); now >= nextProcess {

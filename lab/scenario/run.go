@@ -210,6 +210,9 @@ func runPeer(ctx context.Context, sc *Scenario, peer, outDir string, out io.Writ
 		if err != nil {
 			m = map[string]string{"error": err.Error()}
 		}
+		if tm, ok := m.(*report.TunnelMetrics); ok {
+			tm.Align(run.Start)
+		}
 		run.PeerMetrics = m
 	}
 	finishLatency(run, lr.bulk, tb, ep)
