@@ -162,17 +162,22 @@ type AQMStats struct {
 
 // PathStatus is one subflow.
 type PathStatus struct {
-	ID          int     `json:"id"`
-	Name        string  `json:"name,omitempty"`
-	State       string  `json:"state"`
-	Failed      bool    `json:"failed"`
-	Local       string  `json:"local"`
-	Remote      string  `json:"remote"`
-	Prio        uint8   `json:"prio"`
-	CCID        string  `json:"ccid"`
-	Phase       string  `json:"phase"`
-	RTTms       float64 `json:"rtt_ms"`
-	MinRTTms    float64 `json:"min_rtt_ms"`
+	ID       int     `json:"id"`
+	Name     string  `json:"name,omitempty"`
+	State    string  `json:"state"`
+	Failed   bool    `json:"failed"`
+	Local    string  `json:"local"`
+	Remote   string  `json:"remote"`
+	Prio     uint8   `json:"prio"`
+	CCID     string  `json:"ccid"`
+	Phase    string  `json:"phase"`
+	RTTms    float64 `json:"rtt_ms"`
+	MinRTTms float64 `json:"min_rtt_ms"`
+	// Queueing delay of the packets arriving on the path (from the peer's
+	// DCCP Timestamps) and of the packets leaving on it (the RTT's excess
+	// over its minimum less the arriving queue); 0 while unmeasured.
+	InQueueMs   float64 `json:"in_queue_ms"`
+	OutQueueMs  float64 `json:"out_queue_ms"`
 	Cwnd        int     `json:"cwnd"`
 	InFlight    int     `json:"in_flight"`
 	RateMbps    float64 `json:"rate_mbps"`

@@ -270,11 +270,13 @@ var simSeed int64 = 3
 // the way up, cost the tunnel's header each (more than twice their size)
 // and about fill the ADSL uplink; the ADSL subflow's own acks queue behind
 // them (its round trip doubles), and the download can get little more
-// than the LTE path alone. In the simulator the ACK flow leaves the ADSL
-// uplink for LTE's after about 9 s (its packets overflow there and its
-// pin follows), and the download gets 34 Mbit/s against 27.5 over LTE
-// alone. The lab's runs of the same lines vary more
-// (configs/lab/range/adsl-lte-down.toml, BENCHMARKS.md).
+// than the LTE path alone. The ADSL uplink's queue shows in its one-way
+// delay (owd.go), not only in the RTT, which holds the download's queue
+// on the downlink too: in the simulator the ACK flow is tried on LTE's
+// uplink after about 3.5 s and stays there, and the download gets
+// 37.7 Mbit/s against 27.5 over LTE alone (34 Mbit/s when the flow left
+// only by overflowing, after about 9 s). The lab's runs of the same lines
+// vary more (configs/lab/range/adsl-lte-down.toml, BENCHMARKS.md).
 func TestDownloadOverANarrowUplink(t *testing.T) {
 	if testing.Short() {
 		t.Skip("simulation of many seconds; run without -short")
@@ -287,7 +289,7 @@ func TestDownloadOverANarrowUplink(t *testing.T) {
 	lte := runInnerBulk(t, cell.swapped(), 1, Config{}, dur)
 	both := runInnerBulk(t, cell, 2, Config{}, dur)
 	t.Logf("LTE alone %.2f Mbit/s, both paths %.2f", lte.goodput/1e6, both.goodput/1e6)
-	if both.goodput < 1.15*lte.goodput {
-		t.Errorf("both paths %.2f Mbit/s, LTE alone %.2f: the ADSL downlink adds less than 15 %%", both.goodput/1e6, lte.goodput/1e6)
+	if both.goodput < 1.3*lte.goodput {
+		t.Errorf("both paths %.2f Mbit/s, LTE alone %.2f: the ADSL downlink adds less than 30 %%", both.goodput/1e6, lte.goodput/1e6)
 	}
 }

@@ -170,6 +170,10 @@ type PathStats struct {
 	CC        ccid.State
 	PeerRTT   time.Duration
 	LastHeard mono.Time
+	// InQueue is the queueing delay of the packets received on the path,
+	// from the peer's Timestamps (owd.go), and OutQueue what is left of
+	// the RTT's for the way out; both 0 when the peer sends none.
+	InQueue, OutQueue time.Duration
 	// Suspect: no ack in time, the path carries no data until probes are
 	// answered (suspect.go); Suspicions and Reinjected count its history.
 	Suspect    bool
@@ -211,6 +215,10 @@ func (c *Conn) Stats() ConnStats {
 			Local: sf.local, LocalAddr: sf.localAddr, Remote: sf.remote, Prio: sf.prio, CCID: sf.cc.Name(),
 			CC: sf.cc.State(), PeerRTT: sf.peerRTT, LastHeard: sf.lastHeard, Suspect: sf.sus.on,
 			Suspicions: sf.sus.count, Reinjected: sf.sus.reinjected, PathCounters: sf.stats})
+		if t := &sf.inDelay; t.set {
+			ps := &s.Paths[len(s.Paths)-1]
+			ps.InQueue, ps.OutQueue = t.excess, outOfRTT(&ps.CC, t.excess)
+		}
 	}
 	return s
 }

@@ -401,6 +401,15 @@ func (e *Endpoint) MaxPayload() int {
 	return e.cfg.MaxPacket - dataOverhead
 }
 
+// dataHeaderLen is what a data packet adds to its inner packet: the
+// DataAck header, options and, sealed, the AEAD tag.
+func (e *Endpoint) dataHeaderLen() int {
+	if e.sec != nil {
+		return dataOverhead + sealOverhead
+	}
+	return dataOverhead
+}
+
 // dataOverhead: DataAck header 24 + MP_SEQ 9 + Ack Vector (2+5) + padding.
 const dataOverhead = 24 + 9 + 7 + 4
 

@@ -110,6 +110,10 @@ func (c *Conn) readOptions(now mono.Time, sf *subflow, p *wire.Packet, ro *rxOpt
 			if v, err := wire.ParseNDPCount(o.Data); err == nil {
 				ro.ndp, ro.hasNDP = v, true
 			}
+		case wire.OptTimestamp:
+			if v, err := wire.ParseTimestamp(o.Data); err == nil {
+				sf.inDelay.sample(now, v)
+			}
 		case wire.OptElapsedTime:
 			if v, err := wire.ParseElapsedTime(o.Data); err == nil {
 				ro.elapsed = time.Duration(v) * 10 * time.Microsecond

@@ -293,7 +293,8 @@ func (c *Conn) pathView(now mono.Time) bool {
 		c.schedBuf = append(c.schedBuf, scheduler.Path{ID: sf.id, Usable: u, Prio: sf.prio, Weight: sf.weight,
 			Cwnd: st.Cwnd, InFlight: st.InFlight, CanSend: sf.cc.CanSend(now), SendTime: sf.cc.SendTime(now),
 			SRTT: st.SRTT, RTTVar: st.RTTVar, MinRTT: st.MinRTT, PacingRate: st.PacingRate,
-			Rate: st.DeliveryRate, RateMeasured: st.RateMeasured, OWD: sf.baseOWD(&st), Loss: sf.lossEstimate(now, &st)})
+			Rate: st.DeliveryRate, RateMeasured: st.RateMeasured, OWD: sf.baseOWD(&st), Loss: sf.lossEstimate(now, &st),
+			OutQueue: sf.outQueue(now, &st)})
 	}
 	return anyUsable
 }
@@ -390,7 +391,7 @@ func (p *fqPicker) Pick(f int, head []byte, sojourn time.Duration) (bool, aqm.Al
 	c := (*Conn)(p)
 	now := c.pickNow
 	if fp, ok := c.sched.(scheduler.FlowPicker); ok {
-		d := fp.PickFlow(now, c.schedBuf, scheduler.FlowPacket{Flow: f, Size: len(head), Sojourn: sojourn, FirstPass: c.firstPass,
+		d := fp.PickFlow(now, c.schedBuf, scheduler.FlowPacket{Flow: f, Size: len(head), Overhead: c.ep.dataHeaderLen(), Sojourn: sojourn, FirstPass: c.firstPass,
 			Signals: c.fq.FlowSignals(f)})
 		allow := aqm.Allowance{Extra: d.Extra}
 		if !d.OK {

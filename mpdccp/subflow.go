@@ -151,8 +151,12 @@ type subflow struct {
 
 	peerRTT   time.Duration
 	rttSentAt mono.Time
-	stats     PathCounters
-	crypt     *sfCrypto // secure mode: packet keys, replay window
+	// One-way queueing (owd.go): the last Timestamp sent, the delay of
+	// the peer's.
+	tsSentAt mono.Time
+	inDelay  owdTrack
+	stats    PathCounters
+	crypt    *sfCrypto // secure mode: packet keys, replay window
 
 	// Loss estimate (lossEstimate).
 	lossRate           float64
@@ -551,6 +555,9 @@ func (c *Conn) build(now mono.Time, sf *subflow, buf []byte, ps *pktSpec) (Trans
 	// Repair requests ride on any packet of the fastest subflow.
 	if sf.state == sfOpen && ps.typ != wire.TypeReset {
 		c.putNACKs(sf, b, room)
+		if now.Sub(sf.tsSentAt) >= tsEvery && room(6) && b.Timestamp(tsNow(now)) == nil {
+			sf.tsSentAt = now
+		}
 	}
 	switch {
 	case ps.typ == wire.TypeClose && sf.closeMP:

@@ -54,13 +54,21 @@ func init() {
 //     only overflow never got the demand that measures it; the flow tries
 //     it once, and goes back when the tried path proves less than
 //     moveRatio times the old one; until then its share on the tried path
-//     does not send it back, see PickFlow; a flow that already sends an
-//     eighth of its packets as overflow onto a path that shows no queue
-//     is not tried, its overflow measures the path: trialWindows). The
-//     old pin becomes its overflow. A bulk download over a small
-//     low-delay line beside a big LTE link otherwise stays on the small
-//     line: inner BBR keeps about two of the
-//     small line's round trips in flight, which never builds the wait
+//     does not send it back, see PickFlow; a flow of data that already
+//     sends an eighth of its packets as overflow onto a path that shows
+//     no queue is not tried, its overflow measures the path:
+//     trialWindows). The old pin becomes its overflow. A flow of small
+//     packets (a download's ACKs) fills its path by its wire bytes (its
+//     own and the tunnel's headers: FlowPacket.Overhead), and only when
+//     the path queues on the way out (Path.OutQueue): the ACKs of a
+//     download over ADSL fill its 1 Mbit/s uplink, and on LTE's the
+//     download got 26 Mbit/s against 18-21 (inner BBR, lab). The RTT
+//     cannot tell: it holds the download's own queue on the downlink,
+//     and moving the ACKs off an uplink far from full made every inner
+//     RTT longer by the uplinks' delay difference. A bulk download over
+//     a small low-delay line beside a big LTE link otherwise stays on the
+//     small line: inner BBR keeps about two of the small line's round
+//     trips in flight, which never builds the wait
 //     that spreads it (10 Mbit/s 8 ms beside 20 Mbit/s 35 ms: 0.70 of the
 //     big path alone in the matrix). A path more than moveDelay slower is
 //     never tried.
@@ -110,6 +118,7 @@ type flowEntry struct {
 	// at least bulkPacket bytes.
 	winStart   mono.Time
 	winBytes   uint32
+	winWire    uint32 // winBytes with the tunnel's headers (FlowPacket.Overhead)
 	winPkts    uint32
 	winOver    uint32 // of winPkts, sent on another path than the pin
 	fullWins   uint8
@@ -388,7 +397,7 @@ func (s *flowSched) PickFlow(now mono.Time, paths []Path, f FlowPacket) FlowDeci
 	if pi < 0 || pi != best && now.Sub(fe.last) > gap && (!fe.bulk || now.Sub(fe.last) > bulkIdle) {
 		pi, fe.primary, fe.striping, fe.share, fe.bulk = best, paths[best].ID, false, 1, false
 		fe.repin(s.picked(fe.primary))
-		fe.winStart, fe.winBytes, fe.winPkts, fe.winOver, fe.fullWins, fe.tried, fe.trialFrom, fe.trialWait = now, 0, 0, 0, 0, false, -1, 0
+		fe.winStart, fe.winBytes, fe.winWire, fe.winPkts, fe.winOver, fe.fullWins, fe.tried, fe.trialFrom, fe.trialWait = now, 0, 0, 0, 0, 0, false, -1, 0
 		fe.spillWins = 0
 	}
 	if q := fe.outgrown(now, paths, pi, floor, repair); q >= 0 {
@@ -437,7 +446,7 @@ func (s *flowSched) PickFlow(now mono.Time, paths []Path, f FlowPacket) FlowDeci
 		s.pick(prim.ID)
 		fe.countOnPin(others, s.picked(prim.ID))
 		fe.share += (1 - fe.share) / shareWindow
-		fe.countSent(f.Size)
+		fe.countSent(f.Size, f.Overhead)
 		return FlowDecision{OK: true, Path: prim.ID, Extra: allow, RTT: rtt}
 	}
 	// The pinned path cannot send now: a ready slower path takes the
@@ -466,7 +475,7 @@ func (s *flowSched) PickFlow(now mono.Time, paths []Path, f FlowPacket) FlowDeci
 		}
 		if f.Sojourn >= need {
 			fe.striping = true
-			fe.countSent(f.Size)
+			fe.countSent(f.Size, f.Overhead)
 			fe.winOver++
 			s.pick(q.ID)
 			// Not back to the path a trial came from while the tried path's
@@ -514,10 +523,20 @@ func (fe *flowEntry) outgrown(now mono.Time, paths []Path, pi int, floor uint8, 
 	if el < win {
 		return -1
 	}
-	full := prim.RateMeasured && float64(fe.winBytes) >= fillShare*rate(prim)*el.Seconds()
 	fe.bigPackets = fe.winBytes >= bulkPacket*fe.winPkts
+	full := prim.RateMeasured && float64(fe.winBytes) >= fillShare*rate(prim)*el.Seconds()
+	if !fe.bigPackets {
+		// A flow of small packets (a download's ACKs) loads its path with
+		// the tunnel's headers as much as with its own bytes: 52-byte
+		// ACKs fill an ADSL uplink of 1 Mbit/s that their own bytes
+		// would fill only at twice the rate. Their wire bytes count, but
+		// only against a pin with a standing queue on the way out: a
+		// path whose estimate is only what the ACKs gave it (its
+		// controller left Startup on them) is not full.
+		full = prim.RateMeasured && outQueueing(prim) && float64(fe.winWire) >= fillShare*rate(prim)*el.Seconds()
+	}
 	overflowing := float64(fe.winOver) >= overflowMeasures*float64(fe.winPkts)
-	fe.winStart, fe.winBytes, fe.winPkts, fe.winOver = now, 0, 0, 0
+	fe.winStart, fe.winBytes, fe.winWire, fe.winPkts, fe.winOver = now, 0, 0, 0, 0
 	if !full || el > 2*win {
 		// An idle spell in the window is no proof of a full path.
 		fe.fullWins, fe.trialWait = 0, 0
@@ -551,7 +570,9 @@ func (fe *flowEntry) outgrown(now mono.Time, paths []Path, pi int, floor uint8, 
 		}
 	}
 	if best >= 0 && !paths[best].RateMeasured {
-		if fe.trialWait < trialWindows || overflowing && !queueing(&paths[best]) {
+		// Overflow of small packets never fills a path, so it does not
+		// measure one either: such a flow is tried.
+		if fe.trialWait < trialWindows || overflowing && fe.bigPackets && !queueing(&paths[best]) {
 			fe.trialWait = min(fe.trialWait+1, trialWindows)
 			return -1
 		}
@@ -563,15 +584,22 @@ func (fe *flowEntry) outgrown(now mono.Time, paths []Path, pi int, floor uint8, 
 	return best
 }
 
-// queueing reports whether p's smoothed RTT shows a standing queue: a
-// quarter of its minimum RTT above it, at least 5 ms.
-func queueing(p *Path) bool {
-	return p.MinRTT > 0 && p.SRTT > p.MinRTT+max(p.MinRTT/4, 5*time.Millisecond)
+// queueing reports whether p's smoothed RTT shows a standing queue.
+func queueing(p *Path) bool { return standing(p, p.SRTT-p.MinRTT) }
+
+// outQueueing reports whether p has a standing queue on the way out.
+func outQueueing(p *Path) bool { return standing(p, p.OutQueue) }
+
+// standing reports whether a queueing delay q on p is a standing queue:
+// a quarter of p's minimum RTT, at least 5 ms.
+func standing(p *Path, q time.Duration) bool {
+	return p.MinRTT > 0 && q > max(p.MinRTT/4, 5*time.Millisecond)
 }
 
 // countSent adds one of the flow's packets, size bytes, to its window.
-func (fe *flowEntry) countSent(size int) {
+func (fe *flowEntry) countSent(size, overhead int) {
 	fe.winBytes += uint32(max(size, 0))
+	fe.winWire += uint32(max(size, 0) + max(overhead, 0))
 	fe.winPkts++
 }
 

@@ -597,6 +597,37 @@ func TestAckFlowFillingItsPathDoesNotOverflowAtOnce(t *testing.T) {
 	}
 }
 
+// The ACKs of a download over an ADSL line fill its 1 Mbit/s uplink in
+// wire bytes (their own 60 and the tunnel's header), not in their own.
+// When the uplink queues (OutQueue) they are tried on the other path. When
+// the queue in the RTT is the download's own on the downlink, they stay:
+// moved, every inner RTT gets longer by the uplinks' delay difference
+// (an end-to-end run fell to 0.36 x MPTCP when they moved).
+func TestAckFlowLeavesAnUplinkThatQueuesNotADownlink(t *testing.T) {
+	for _, uplinkFull := range []bool{true, false} {
+		s := mk(t, "flow")
+		now := mono.Time(0)
+		tried := false
+		for range 4000 { // 2 s, an ACK every 0.5 ms
+			now += mono.Time(500 * time.Microsecond)
+			p := twoPaths(true, true)
+			p[0].Rate, p[0].RateMeasured = 1e6/8, true
+			p[0].SRTT = p[0].MinRTT + 40*ms // a queue one way or the other
+			if uplinkFull {
+				p[0].OutQueue = 40 * ms
+			}
+			p[1].Rate = 2e6 / 8 // what the ACKs gave it so far, its controller still in Startup
+			d := flowPick(t, s, now, p, FlowPacket{Flow: 1, Size: 60, Overhead: 44})
+			if d.OK && d.Path == 1 {
+				tried = true
+			}
+		}
+		if tried != uplinkFull {
+			t.Errorf("uplink full %v: ACKs tried on the other path %v, want %v", uplinkFull, tried, uplinkFull)
+		}
+	}
+}
+
 // ratedPaths returns twoPaths, measured, with the given rates in bit/s.
 func ratedPaths(fast, slow float64) func(fastReady, slowReady bool) []Path {
 	return func(fastReady, slowReady bool) []Path {

@@ -43,6 +43,11 @@ type Path struct {
 	OWD time.Duration
 	// Loss is the fraction of the path's packets recently lost (0..1).
 	Loss float64
+	// OutQueue is the queueing delay on the way to the peer: the RTT's
+	// excess over its minimum less the way back's, measured from the
+	// peer's timestamps; 0 when unknown. Unlike the RTT it tells a full
+	// uplink from a full downlink.
+	OutQueue time.Duration
 }
 
 // Packet describes the inner packet being scheduled.
@@ -112,6 +117,9 @@ type FlowPacket struct {
 	Flow    int           // the flow's bucket (a small index, stable while the flow lives)
 	Size    int           // bytes
 	Sojourn time.Duration // how long it has waited
+	// Overhead is what the tunnel adds to the packet, in the bytes the
+	// paths' rate estimates count (its DCCP header and options).
+	Overhead int
 	// FirstPass: the engine offers the flows with FirstPass set first,
 	// and a second time without it only if a flow yielded. A flow spread
 	// over paths for capacity yields in the first pass (Yielded): the
