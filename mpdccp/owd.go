@@ -42,12 +42,12 @@ func tsNow(now mono.Time) uint32 { return uint32(int64(now) / int64(tsTick)) }
 // their one-way delay above its minimum. The ends' clocks share no epoch
 // (nor, exactly, a rate), so only differences between samples count.
 type owdTrack struct {
-	ref    uint32    // the first sample's offset, local ticks less the peer's
-	set    bool      // ref is set
-	min    [2]int32  // least delay of this window and the last, in ticks from ref
-	winAt  mono.Time // when this window began
-	excess time.Duration
-	lastAt mono.Time
+	ref    uint32        // the first sample's offset, local ticks less the peer's
+	set    bool          // ref is set
+	min    [2]int32      // least delay of this window and the last, in ticks from ref
+	winAt  mono.Time     // when this window began
+	excess time.Duration // smoothed delay above the minimum
+	lastAt mono.Time     // the last sample
 }
 
 // sample takes the Timestamp ts of a packet received now.
@@ -58,8 +58,9 @@ func (o *owdTrack) sample(now mono.Time, ts uint32) {
 		o.min = [2]int32{0, 0}
 		o.winAt = now
 	}
-	// Relative to the first sample, the delay stays far inside int32's
-	// range (about 6 hours of ticks) whatever the clocks' offset.
+	// Relative to the first sample, whatever the clocks' offset: what
+	// changes is the queue and the clocks' drift, far inside int32's
+	// ±6 hours of ticks.
 	rel := int32(d - o.ref)
 	if now.Sub(o.winAt) >= owdWindow {
 		o.min[1], o.min[0], o.winAt = o.min[0], rel, now
