@@ -393,13 +393,8 @@ func orDefault(name, def string) string {
 }
 
 // MaxPayload is the largest inner packet Conn.Send accepts: MaxPacket minus
-// the DataAck header, MP_SEQ and room for a short Ack Vector.
-func (e *Endpoint) MaxPayload() int {
-	if e.sec != nil {
-		return e.cfg.MaxPacket - dataOverhead - sealOverhead
-	}
-	return e.cfg.MaxPacket - dataOverhead
-}
+// the DataAck header, MP_SEQ and room for a short Ack Vector (dataHeaderLen).
+func (e *Endpoint) MaxPayload() int { return e.cfg.MaxPacket - e.dataHeaderLen() }
 
 // dataHeaderLen is what a data packet adds to its inner packet: the
 // DataAck header, options and, sealed, the AEAD tag.

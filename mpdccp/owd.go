@@ -54,9 +54,7 @@ type owdTrack struct {
 func (o *owdTrack) sample(now mono.Time, ts uint32) {
 	d := tsNow(now) - ts
 	if !o.set {
-		o.ref, o.set = d, true
-		o.min = [2]int32{0, 0}
-		o.winAt = now
+		o.ref, o.set, o.winAt = d, true, now // the minima start at 0, this sample
 	}
 	// Relative to the first sample, whatever the clocks' offset: what
 	// changes is the queue and the clocks' drift, far inside int32's
