@@ -220,6 +220,12 @@ func (h *History) Seq(i uint64) uint64 { return h.pkt(i).seq }
 // SentAt is when record i was sent.
 func (h *History) SentAt(i uint64) mono.Time { return h.pkt(i).sent }
 
+// Lost reports whether the controller declared record i lost and no
+// acknowledgement has shown it arrived since. The tracker declares a loss
+// only after the path's observed reordering (RACK, RFC 8985), so a path
+// that reorders by itself does not look lossy.
+func (h *History) Lost(i uint64) bool { return h.pkt(i).flags&(pktLost|pktAcked) == pktLost }
+
 // Size is the records the ring has room for (memory held).
 func (h *History) Size() int { return len(h.ring) }
 

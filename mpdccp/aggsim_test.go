@@ -76,6 +76,10 @@ type cellResult struct {
 	goodput             float64
 	retrans, rtos, spur int
 	rttP50              time.Duration
+	// At the receiving end: packets delivered, duplicates dropped (a
+	// copy that came second: a repair the original made needless, or the
+	// other way round) and repair requests sent.
+	delivered, dups, nacks uint64
 }
 
 // runInnerBulk runs one inner CUBIC flow from client to server for dur
@@ -116,6 +120,7 @@ func runInner(t testing.TB, cell simCell, n int, cfg Config, dur time.Duration, 
 	r.goodput = f.goodput(from, start.Add(dur))
 	r.retrans, r.rtos, r.spur = f.retrans, f.rtos, f.spurious
 	rs := h.serverConn().Stats().Reorder
+	r.delivered, r.dups, r.nacks = rs.Delivered, rs.Duplicates, rs.NACKs
 	t.Logf("%s %d paths: inner out-of-order arrivals %d; receiver gaps skipped %d, repaired %d; sender repaired %d", cell.name, n, f.oooArrivals, rs.GapsSkipped, rs.Repaired, c.Stats().Repaired)
 	if len(f.rttSamples) > 0 {
 		s := append([]time.Duration(nil), f.rttSamples...)
@@ -291,5 +296,31 @@ func TestDownloadOverANarrowUplink(t *testing.T) {
 	t.Logf("LTE alone %.2f Mbit/s, both paths %.2f", lte.goodput/1e6, both.goodput/1e6)
 	if both.goodput < 1.3*lte.goodput {
 		t.Errorf("both paths %.2f Mbit/s, LTE alone %.2f: the ADSL downlink adds less than 30 %%", both.goodput/1e6, lte.goodput/1e6)
+	}
+}
+
+// TestSimPathThatReordersItselfIsNotRepaired: a radio path whose jitter
+// reorders its own packets (5 ms at 10 Mbit/s: a few packets' spacing)
+// must not be taken for a lossy one. Each packet that came behind a later
+// one once looked like a loss to the receiver, which asked for its repair
+// at once; the repair crossed the fast path and the original arrived a
+// few milliseconds later as a duplicate: 2,995 duplicates of 24,878
+// packets delivered, and 23.5 against 27.4 Mbit/s without the jitter.
+func TestSimPathThatReordersItselfIsNotRepaired(t *testing.T) {
+	steady := simCell{name: "20+10 8/35ms", rate: [2]float64{20e6, 10e6},
+		delay: [2]time.Duration{8 * time.Millisecond, 35 * time.Millisecond}}
+	jittery := steady
+	jittery.name += " 5ms jitter on b"
+	jittery.jitter[1], jittery.reorder[1] = 5*time.Millisecond, true
+	const dur = 12 * time.Second
+	base := runInnerBulk(t, steady, 2, Config{}, dur)
+	r := runInnerBulk(t, jittery, 2, Config{}, dur)
+	t.Logf("goodput %.2f Mbit/s (%.2f without jitter); receiver: %d delivered, %d duplicates, %d NACKs",
+		r.goodput/1e6, base.goodput/1e6, r.delivered, r.dups, r.nacks)
+	if r.dups*100 > r.delivered {
+		t.Errorf("%d duplicates of %d packets delivered: reordering on the path taken for loss", r.dups, r.delivered)
+	}
+	if r.goodput < 0.93*base.goodput {
+		t.Errorf("goodput %.2f Mbit/s with the jitter, %.2f without", r.goodput/1e6, base.goodput/1e6)
 	}
 }

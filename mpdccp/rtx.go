@@ -18,8 +18,10 @@ import (
 //     seen as soon as the next packet on that path arrives, and asked for
 //     with a NACK over the fastest path (nack.go); a repair takes about
 //     the fastest path's round trip, whatever the lossy path's delay;
-//   - or the subflow's Ack Vector reports it missing while three later
-//     sequence numbers arrived (the receiver may not support NACKs).
+//   - or the subflow's controller declares it lost from the Ack Vectors
+//     (the receiver may not support NACKs): three later sequence numbers
+//     arrived, or, once the path was seen to reorder, a packet sent more
+//     than the reordering's extent after it (RACK, ccid's tracker).
 // The repair is kept like any data packet on the path that carries it, so
 // a lost repair is repaired again. The receiver's reorderer holds the gap
 // meanwhile and drops whichever copy comes second as a duplicate, exactly
@@ -27,10 +29,7 @@ import (
 
 // A subflow's repair entries live in its sent-packet history
 // (ccid.History), with the packets' records: at most ccid.RepairMax.
-const (
-	rtxRingSize  = ccid.RepairMax
-	rtxDupThresh = 3
-)
+const rtxRingSize = ccid.RepairMax
 
 // rtxItem is a packet waiting to be sent again.
 type rtxItem struct {
@@ -125,7 +124,10 @@ func (c *Conn) rtxOnFeedback(now mono.Time, sf *subflow, ackNo uint64, runs []cc
 		switch {
 		case covered && st != ccid.NotReceived:
 			c.rtxRelease(e)
-		case covered && seqDiff(ackNo, seq) >= rtxDupThresh:
+		case h.Lost(i):
+			// Not three later sequence numbers alone (RFC 4341's rule): a
+			// path whose jitter reorders tens of packets would have most
+			// of them repaired while they are on their way.
 			if now.Sub(h.SentAt(i)) >= maxAge || !c.rtxRepair(e) {
 				c.rtxRelease(e)
 			}

@@ -16,9 +16,12 @@ import (
 // Item is one received inner packet. Buf is owned by the reorderer from a
 // successful Push until Pop returns it.
 type Item struct {
-	Seq     uint64    // MP_SEQ, 48-bit, wraps
-	Path    int       // path id it arrived on
-	PathSeq uint64    // the subflow's DCCP sequence number (48-bit)
+	Seq  uint64 // MP_SEQ, 48-bit, wraps
+	Path int    // path id it arrived on
+	// PathSeq numbers the path's data packets in the order it sent them
+	// (the engine derives it from DCCP sequence numbers and NDP Count): a
+	// jump is a loss, a packet below the path's last one came late.
+	PathSeq uint64
 	Arrival mono.Time // when it arrived
 	Buf     []byte
 	// Urgent packets (a traffic class: VoIP, say) are delivered at once,
