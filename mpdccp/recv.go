@@ -387,10 +387,11 @@ func (sf *subflow) dataSeq(seq uint64, ro *rxOpts) uint64 {
 	}
 	hole := seqDiff(seq, sf.rxLastData) - 1
 	if hole < 0 {
-		// Reordered on the path itself: behind the last data packet by
-		// at most as many data packets as sequence numbers, so that the
-		// reorderer sees it came late (and waits that long before
-		// asking for a repair of the path's next hole).
+		// Reordered on the path itself: numbered as far behind the last
+		// data packet as its sequence number is (non-data packets in
+		// between would make it less; only "behind" matters), so that
+		// the reorderer sees it came late and waits that long before it
+		// asks for a repair of the path's next hole.
 		return (sf.rxDataSeq - uint64(-hole-1)) & wire.MaxSeq
 	}
 	// A sender sends NDP Count after non-data packets (RFC 4340 §7.7):
