@@ -26,6 +26,10 @@ type pathSpec struct {
 	Loss        float64 // random loss on the forward link
 	ReorderFrac float64 // fraction of packets delayed by uniform [0, ReorderMax]
 	ReorderMax  time.Duration
+	// Jitter adds a uniform [0, Jitter] delay on the forward link, in
+	// FIFO order (a radio link's scheduling: packets wait behind a late
+	// one).
+	Jitter time.Duration
 	// CE-mark every packet delivered in [CEFrom, CETo) (a congested AQM).
 	CEFrom, CETo time.Duration
 	// Burst > 1 models a sender that batches (sendmmsg): packets the
@@ -66,7 +70,7 @@ func newSimNet(seed int64, spec pathSpec) *simNet {
 		buf = max(spec.bdpBytes(), minBufferPkts*simMSS)
 	}
 	n.fwd = n.sim.NewLink(netsim.LinkConfig{
-		Rate: spec.RateBps, Queue: buf, Delay: spec.RTT / 2, Loss: spec.Loss,
+		Rate: spec.RateBps, Queue: buf, Delay: spec.RTT / 2, Loss: spec.Loss, Jitter: spec.Jitter,
 	}, n.deliverData)
 	n.rev = n.sim.NewLink(netsim.LinkConfig{Delay: spec.RTT / 2}, n.deliverAck)
 	return n
