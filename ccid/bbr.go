@@ -122,6 +122,13 @@ type BBRParams struct {
 	// The Startup exits keep the plain threshold: with the noise there
 	// too, two-path cells with jitter lost 1-2 %, and twice 10 %.
 	NoiseAware bool
+	// DrainedSkipsProbeRTT restarts the 5-s ProbeRTT timer on an RTT
+	// sample within an eighth of the window's minimum, not only on a new
+	// minimum: the queue drained then, which is all ProbeRTT is for. A
+	// tunnel's subflows are often application-limited and drain on their
+	// own; each ProbeRTT costs them about 2 % of the path (10 Mbit/s ×
+	// 10 ms in the simulator: 0.948 of the offered 0.97 with it).
+	DrainedSkipsProbeRTT bool
 	// Margin is the pacing margin (draft: 1%).
 	Margin float64
 	// RandomLossMax: losses while the path shows no queue (the RTT within
@@ -138,27 +145,28 @@ type BBRParams struct {
 // DefaultBBRParams are the parameters mptun runs with.
 func DefaultBBRParams() BBRParams {
 	return BBRParams{
-		MaxBwCycles:        2,
-		ProbeWaitBase:      2 * time.Second,
-		ProbeMaxRounds:     63,
-		UpQueueExit:        true,
-		AvgLatest:          false,
-		DownGain:           0.9,
-		PureBeta:           true,
-		PureBetaThresh:     0.0,
-		QueuedLossOnly:     true,
-		CapBySent:          true,
-		QueueSignal:        true,
-		QueueBeta:          0.8,
-		StartupQueueExit:   true,
-		PlateauNeedsDemand: true,
-		QueuedRoundsCount:  true,
-		QueueMinDelay:      5 * time.Millisecond,
-		LoAddPackets:       2.0,
-		NoCutWhileDraining: true,
-		Margin:             bbrPacingMargin,
-		RandomLossMax:      0.15,
-		NoiseAware:         true,
+		MaxBwCycles:          2,
+		ProbeWaitBase:        2 * time.Second,
+		ProbeMaxRounds:       63,
+		UpQueueExit:          true,
+		AvgLatest:            false,
+		DownGain:             0.9,
+		PureBeta:             true,
+		PureBetaThresh:       0.0,
+		QueuedLossOnly:       true,
+		CapBySent:            true,
+		QueueSignal:          true,
+		QueueBeta:            0.8,
+		StartupQueueExit:     true,
+		PlateauNeedsDemand:   true,
+		QueuedRoundsCount:    true,
+		QueueMinDelay:        5 * time.Millisecond,
+		LoAddPackets:         2.0,
+		NoCutWhileDraining:   true,
+		Margin:               bbrPacingMargin,
+		RandomLossMax:        0.15,
+		NoiseAware:           true,
+		DrainedSkipsProbeRTT: true,
 	}
 }
 
@@ -288,11 +296,14 @@ type BBR struct {
 	minRTTStamp    mono.Time
 	probeMin       time.Duration
 	probeMinStamp  mono.Time
-	extraAcked     [2]float64
-	extraIdx       int
-	extraRounds    int
-	extraStart     mono.Time
-	extraDelivered float64
+	// probeMinExpired is set by updateMinRTT before it restarts the
+	// window with the current sample, for checkProbeRTT to act on.
+	probeMinExpired bool
+	extraAcked      [2]float64
+	extraIdx        int
+	extraRounds     int
+	extraStart      mono.Time
+	extraDelivered  float64
 
 	// Rounds and congestion signals.
 	roundCount         uint64
@@ -1094,8 +1105,16 @@ func (b *BBR) updateProbeBWCyclePhase(now mono.Time) {
 
 func (b *BBR) updateMinRTT(now mono.Time) {
 	expired := b.probeMinStamp != 0 && now.Sub(b.probeMinStamp) > bbrProbeRTTInterval
-	if b.rs.rtt > 0 && (b.probeMin < 0 || b.rs.rtt < b.probeMin || expired) {
+	b.probeMinExpired = expired
+	switch {
+	case b.rs.rtt <= 0:
+	case b.probeMin < 0 || b.rs.rtt < b.probeMin || expired:
 		b.probeMin = b.rs.rtt
+		b.probeMinStamp = now
+	case b.par.DrainedSkipsProbeRTT && b.rs.rtt <= b.probeMin+b.probeMin/8:
+		// The queue drained at this point of the window (an
+		// application-limited subflow, a DOWN phase): what ProbeRTT
+		// would show has just been seen.
 		b.probeMinStamp = now
 	}
 	minExpired := now.Sub(b.minRTTStamp) > bbrMinRTTFilterLen
@@ -1110,8 +1129,11 @@ func (b *BBR) probeRTTCwnd() float64 {
 }
 
 func (b *BBR) checkProbeRTT(now mono.Time) {
-	expired := b.probeMinStamp != 0 && now.Sub(b.probeMinStamp) > bbrProbeRTTInterval
-	if b.state != bbrProbeRTT && expired && !b.idleRestart {
+	// The expiry updateMinRTT saw: it has already restarted the window
+	// with this ack's sample, so the stamp no longer shows it. Read from
+	// the stamp, ProbeRTT ran only on the odd ack without an RTT sample;
+	// the min RTT then crept up to the standing queue every 10 s.
+	if b.state != bbrProbeRTT && b.probeMinExpired && !b.idleRestart {
 		b.priorCwnd = b.cwnd
 		b.probeRTTDoneStamp = 0
 		b.ackPhase = acksProbeStopping

@@ -498,3 +498,68 @@ func TestBBRTakesJitterForNoiseNotForAQueue(t *testing.T) {
 		t.Errorf("without NoiseAware, 10 ms of jitter: utilisation %.3f, want < 0.94 (the test shows nothing)", u)
 	}
 }
+
+// A bulk BBR flow that keeps a standing queue in a deep token-bucket
+// shaper (tbf: 30 Mbit/s, 32 kB of burst, 20 ms of buffer, 2 ms path)
+// still measures the path's min RTT: ProbeRTT runs when the 5-s window
+// expires. It once ran only on the odd ack without an RTT sample, and the
+// min RTT crept up to the standing queue (2.0 → 3.0 ms here in 30 s), which
+// grows the window, the queue and the loss taken as random with it.
+func TestBBRProbeRTTKeepsTheMinRTTOfAShapedPath(t *testing.T) {
+	const rate = 30e6
+	rtt := 2 * time.Millisecond
+	sp := pathSpec{RateBps: rate, RTT: rtt, Bucket: 32 << 10, Buffer: int(rate/8*0.02) + 32<<10, Burst: 8}
+	par := DefaultBBRParams()
+	n := newSimNet(1, sp)
+	f := n.addFlow("bbr", Config{BBR: &par}, 0)
+	b := f.cc.(*BBR)
+	probeRTTs, inProbeRTT := 0, false
+	worst := time.Duration(0)
+	for ms := 1; ms <= 30_000; ms++ {
+		n.run(time.Duration(ms) * time.Millisecond)
+		if now := b.state == bbrProbeRTT; now != inProbeRTT {
+			inProbeRTT = now
+			if now {
+				probeRTTs++
+			}
+		}
+		if ms > 2000 {
+			worst = max(worst, b.minRTT)
+		}
+	}
+	util := f.rcv.goodput(5*time.Second, 30*time.Second) / rate
+	t.Logf("30 s: %d ProbeRTTs, largest min RTT after 2 s %v, utilisation %.3f", probeRTTs, worst, util)
+	if worst > rtt+rtt/2 {
+		t.Errorf("min RTT rose to %v on a %v path", worst, rtt)
+	}
+	if probeRTTs < 3 {
+		t.Errorf("%d ProbeRTTs in 30 s with a standing queue, want one per 5-10 s", probeRTTs)
+	}
+	if util < 0.95 {
+		t.Errorf("utilisation %.3f < 0.95", util)
+	}
+}
+
+// A subflow fed a little below its path's rate drains the queue on its
+// own and need not stop for ProbeRTT (DrainedSkipsProbeRTT): it keeps
+// what it is offered, where each ProbeRTT cost it about 2 %.
+func TestBBRDrainedSubflowSkipsProbeRTT(t *testing.T) {
+	const rate = 10e6
+	run := func(skip bool) float64 {
+		par := DefaultBBRParams()
+		par.DrainedSkipsProbeRTT = skip
+		n := newSimNet(1, pathSpec{RateBps: rate, RTT: 10 * time.Millisecond, Bucket: 64 << 10, Buffer: int(rate / 8 * 0.05), Burst: 8})
+		f := n.addFlow("bbr", Config{BBR: &par}, 0)
+		f.appRate = 0.97 * rate / 8
+		n.run(20 * time.Second)
+		return f.rcv.goodput(5*time.Second, 20*time.Second) / rate
+	}
+	with, without := run(true), run(false)
+	t.Logf("offered 0.97 of 10 Mbit/s × 10 ms: delivered %.3f (%.3f with every ProbeRTT)", with, without)
+	if with < 0.965 {
+		t.Errorf("delivered %.3f of an offered 0.97", with)
+	}
+	if without >= with-0.005 {
+		t.Errorf("without the skip %.3f, with %.3f: the test shows nothing", without, with)
+	}
+}

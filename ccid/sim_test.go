@@ -38,6 +38,9 @@ type pathSpec struct {
 	// back to back. The controller sees them as sent at release time.
 	Burst     int
 	BurstHold time.Duration
+	// Bucket > 0 makes the bottleneck a token-bucket shaper of that many
+	// bytes of burst (netsim.LinkConfig.Bucket), as Linux tbf.
+	Bucket int
 }
 
 func (p pathSpec) bdpBytes() int {
@@ -71,6 +74,7 @@ func newSimNet(seed int64, spec pathSpec) *simNet {
 	}
 	n.fwd = n.sim.NewLink(netsim.LinkConfig{
 		Rate: spec.RateBps, Queue: buf, Delay: spec.RTT / 2, Loss: spec.Loss, Jitter: spec.Jitter,
+		Bucket: spec.Bucket,
 	}, n.deliverData)
 	n.rev = n.sim.NewLink(netsim.LinkConfig{Delay: spec.RTT / 2}, n.deliverAck)
 	return n

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/mptun/mptun/control"
+	"github.com/mptun/mptun/internal/netns"
 )
 
 // e2eSeconds is the length of the throughput runs (issue: 20 s).
@@ -146,9 +147,12 @@ func TestTunnelEndToEnd(t *testing.T) {
 		if err := control.Call(cpe.socket, "capture", control.CaptureRequest{File: pcap, Seconds: 2}, nil); err != nil {
 			t.Fatalf("capture: %v", err)
 		}
+		stopTrace := traceSenderPaths(cpe.socket, 500*time.Millisecond)
 		mptunMbps, mptunRetr = iperf(t, ctx, tp.srv, tp.cpe, "10.99.0.1", secs, nil)
+		trace := stopTrace()
 		logStatus(t, "cpe", cpe.socket)
 		logStatus(t, "concentrator", srv.socket)
+		logKernelDrops(t, ctx, tp)
 
 		// Kernel MPTCP over the same two paths, right after.
 		must(t, tp.srv.IP(ctx, "mptcp", "limits", "set", "subflows", "4", "add_addr_accepted", "4"))
@@ -165,6 +169,9 @@ func TestTunnelEndToEnd(t *testing.T) {
 		// headers leave an inner TCP segment of 1352 B per 1500 B
 		// datagram where MPTCP carries about 1428 B, so 0.947 × MPTCP is
 		// the ceiling here and a run at 0.94 is not a regression.
+		if mptunMbps < mptcpFloor*mptcpMbps || os.Getenv("MPTUN_E2E_TRACE") != "" {
+			t.Logf("the sending CPE's paths during the run:\n%s", trace)
+		}
 		if mptunMbps < mptcpFloor*mptcpMbps {
 			t.Errorf("mptun goodput %.1f Mbit/s < %.2f x kernel MPTCP %.1f", mptunMbps, mptcpFloor, mptcpMbps)
 		}
@@ -194,6 +201,69 @@ func TestTunnelEndToEnd(t *testing.T) {
 	// A clean SIGTERM: MP_CLOSE on every subflow and exit 0.
 	if err := cpe.stop(); err != nil {
 		t.Errorf("cpe did not exit cleanly: %v", err)
+	}
+}
+
+// traceSenderPaths polls the daemon at socket every interval until the
+// returned function is called, which returns a line per poll and path:
+// the controller's phase, window, RTT, pacing rate and the packets sent and
+// lost since the previous poll. A goodput figure that misses its floor is
+// explained by when a path's loss or window changed, not by its totals.
+func traceSenderPaths(socket string, interval time.Duration) (stop func() string) {
+	done := make(chan struct{})
+	result := make(chan string, 1)
+	go func() {
+		var b strings.Builder
+		prev := map[int][2]uint64{}
+		start := time.Now()
+		tick := time.NewTicker(interval)
+		defer tick.Stop()
+		for {
+			select {
+			case <-done:
+				result <- b.String()
+				return
+			case <-tick.C:
+			}
+			var st control.Status
+			if control.Call(socket, "status", nil, &st) != nil || len(st.Conns) == 0 {
+				continue
+			}
+			for _, p := range st.Conns[0].Paths {
+				last := prev[p.ID]
+				fmt.Fprintf(&b, "%5.1fs path %d %-16s cwnd %3d inflight %3d srtt %5.1fms min %4.1fms pacing %5.1f Mbit/s sent %5d lost %4d\n",
+					time.Since(start).Seconds(), p.ID, p.Phase, p.Cwnd, p.InFlight, p.RTTms, p.MinRTTms, p.PacingMbps,
+					p.PacketsSent-last[0], p.PacketsLost-last[1])
+				prev[p.ID] = [2]uint64{p.PacketsSent, p.PacketsLost}
+			}
+		}
+	}()
+	return func() string {
+		close(done)
+		return <-result
+	}
+}
+
+// logKernelDrops logs where the kernel dropped packets during a run: the
+// paths' tbf queues and the UDP sockets' buffers in both namespaces. A
+// tunnel path's loss is one or the other, and they call for different
+// fixes (sending too fast for the link, or a daemon that fell behind).
+func logKernelDrops(t *testing.T, ctx context.Context, tp *topology) {
+	t.Helper()
+	for _, n := range []struct {
+		name string
+		ns   *netns.NS
+	}{{"cpe", tp.cpe}, {"concentrator", tp.srv}} {
+		for _, dev := range []string{"p0", "p1"} {
+			out, err := n.ns.Output(ctx, "tc", "-s", "qdisc", "show", "dev", dev)
+			if err == nil {
+				t.Logf("%s: %s qdisc: %s", n.name, dev, strings.Join(strings.Fields(string(out)), " "))
+			}
+		}
+		out, err := n.ns.Output(ctx, "nstat", "-az", "UdpRcvbufErrors", "UdpSndbufErrors", "UdpInErrors")
+		if err == nil {
+			t.Logf("%s: %s", n.name, strings.Join(strings.Fields(string(out)), " "))
+		}
 	}
 }
 

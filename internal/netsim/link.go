@@ -26,6 +26,13 @@ type LinkConfig struct {
 	Loss    float64       // Bernoulli loss probability
 	GE      *GilbertElliott
 	Outages []Outage
+	// Bucket > 0 shapes the link as a token bucket (Linux tbf, an ISP's
+	// shaper) instead of a serializing line: a packet leaves as soon as
+	// the bucket holds its size in tokens, which refill at Rate up to
+	// Bucket bytes. After an idle spell a burst of up to Bucket bytes
+	// passes at once, as through a real shaper, and a sender that times
+	// those acks sees a far higher rate than the link's.
+	Bucket int
 }
 
 // Packet is what a link carries. Size is the wire size used for rate and
@@ -63,6 +70,10 @@ type Link struct {
 	lastArrival mono.Time
 	ge          lossmodel.Chain
 	stats       LinkStats
+	// Token bucket state (LinkConfig.Bucket): tokens held at tokensAt.
+	tokens   float64
+	tokensAt mono.Time
+	bucketOn bool
 }
 
 type departure struct {
@@ -125,6 +136,22 @@ func (l *Link) lost() bool {
 	return l.cfg.Loss > 0 && rng.Float64() < l.cfg.Loss
 }
 
+// takeTokens returns when a packet of size bytes, first in line at start,
+// leaves a token-bucket link, and takes its tokens.
+func (l *Link) takeTokens(start mono.Time, size int) mono.Time {
+	bytesPerSec := l.cfg.Rate / 8
+	if !l.bucketOn {
+		l.bucketOn, l.tokens, l.tokensAt = true, float64(l.cfg.Bucket), start
+	}
+	have := min(float64(l.cfg.Bucket), l.tokens+start.Sub(l.tokensAt).Seconds()*bytesPerSec)
+	if need := float64(size) - have; need > 0 {
+		start = start.Add(time.Duration(need / bytesPerSec * 1e9))
+		have = float64(size)
+	}
+	l.tokens, l.tokensAt = have-float64(size), start
+	return start
+}
+
 // Send offers p to the link at the current time. It returns false if the
 // queue had no room; a packet lost on the way still returns true, as on a
 // real link the sender cannot tell.
@@ -144,7 +171,10 @@ func (l *Link) Send(p Packet) bool {
 	}
 	start := mono.Max(now, l.busyUntil)
 	done := start
-	if l.cfg.Rate > 0 {
+	switch {
+	case l.cfg.Rate > 0 && l.cfg.Bucket > 0:
+		done = l.takeTokens(start, p.Size)
+	case l.cfg.Rate > 0:
 		done = start.Add(time.Duration(float64(p.Size) * 8 / l.cfg.Rate * 1e9))
 	}
 	l.busyUntil = done

@@ -199,3 +199,63 @@ func TestRandReaderRepeatsForSeed(t *testing.T) {
 		t.Error("another seed gave the same bytes, or the bytes are all zero")
 	}
 }
+
+// A token-bucket link passes a burst of up to Bucket bytes at once after
+// an idle spell, and holds the configured rate under a steady overload.
+func TestTokenBucketBurstsThenHoldsRate(t *testing.T) {
+	s := New(3)
+	const rate, bucket = 30e6, 32_000
+	var arrivals []mono.Time
+	var bytes int
+	l := s.NewLink(LinkConfig{Rate: rate, Bucket: bucket, Queue: 100_000, Delay: time.Millisecond}, func(p Packet) {
+		arrivals = append(arrivals, s.Now())
+		if s.Now() > 2*second && s.Now() <= 4*second {
+			bytes += p.Size
+		}
+	})
+	// 20 packets of 1500 B (30 kB, within the bucket) at once: all arrive
+	// after the delay alone, with no serialization between them.
+	s.At(0, func() {
+		for range 20 {
+			l.Send(Packet{Size: 1500})
+		}
+	})
+	s.RunUntil(second / 2)
+	if len(arrivals) != 20 || arrivals[19] != mono.Time(time.Millisecond) {
+		t.Fatalf("burst within the bucket: %d arrivals, last at %v; want 20 at 1ms", len(arrivals), arrivals[len(arrivals)-1])
+	}
+	// Twice as many: the packets beyond the bucket leave at the rate.
+	arrivals = arrivals[:0]
+	s.At(second/2, func() {
+		for range 40 {
+			l.Send(Packet{Size: 1500})
+		}
+	})
+	s.RunUntil(second)
+	r := rate // not a constant: the wait is a fraction of a nanosecond off an integer
+	wantLast := second/2 + mono.Time(time.Millisecond) + mono.Time(float64(40*1500-bucket)*8/r*1e9)
+	if got := arrivals[len(arrivals)-1]; got < wantLast-mono.Time(time.Millisecond/2) || got > wantLast+mono.Time(time.Millisecond/2) {
+		t.Errorf("burst twice the bucket: last arrival %v, want about %v", got, wantLast)
+	}
+	// A steady overload after that delivers the rate.
+	offer2 := func() {
+		gap := time.Duration(1500 * 8 / (1.5 * r) * 1e9)
+		var tick func()
+		tick = func() {
+			if s.Now() >= 5*second {
+				return
+			}
+			l.Send(Packet{Size: 1500})
+			s.After(gap, tick)
+		}
+		s.At(second, tick)
+	}
+	offer2()
+	s.RunUntil(6 * second)
+	if got := float64(bytes*8) / 2; math.Abs(got-rate)/rate > 0.01 {
+		t.Errorf("steady overload: delivered %.1f Mbit/s, want %.1f", got/1e6, rate/1e6)
+	}
+	if l.Stats().DroppedQueue == 0 {
+		t.Error("offered 1.5x the rate but nothing tail-dropped")
+	}
+}
