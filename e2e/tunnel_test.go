@@ -259,6 +259,10 @@ func logKernelDrops(t *testing.T, ctx context.Context, tp *topology) {
 			if err == nil {
 				t.Logf("%s: %s qdisc: %s", n.name, dev, strings.Join(strings.Fields(string(out)), " "))
 			}
+			out, err = n.ns.Output(ctx, "ip", "-s", "link", "show", "dev", dev)
+			if err == nil {
+				t.Logf("%s: %s link: %s", n.name, dev, strings.Join(strings.Fields(string(out)), " "))
+			}
 		}
 		out, err := n.ns.Output(ctx, "nstat", "-az", "UdpRcvbufErrors", "UdpSndbufErrors", "UdpInErrors")
 		if err == nil {
