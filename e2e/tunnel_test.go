@@ -276,6 +276,9 @@ func logKernelDrops(t *testing.T, ctx context.Context, tp *topology) {
 func logStatus(t *testing.T, name, socket string) {
 	t.Helper()
 	st := status(t, socket)
+	if len(st.Dropped) > 0 {
+		t.Logf("%s: datagrams dropped by the daemon: %v", name, st.Dropped)
+	}
 	for _, c := range st.Conns {
 		t.Logf("%s: reorder %+v", name, c.Reorder)
 		t.Logf("%s: aqm %+v queue drops %d", name, c.AQM, c.QueueDrops)
