@@ -279,6 +279,7 @@ func logStatus(t *testing.T, name, socket string) {
 	if len(st.Dropped) > 0 {
 		t.Logf("%s: datagrams dropped by the daemon: %v", name, st.Dropped)
 	}
+	t.Logf("%s: data path: %+v", name, st.Datapath)
 	for _, c := range st.Conns {
 		t.Logf("%s: reorder %+v", name, c.Reorder)
 		t.Logf("%s: aqm %+v queue drops %d", name, c.AQM, c.QueueDrops)
