@@ -503,8 +503,8 @@ func TestBBRTakesJitterForNoiseNotForAQueue(t *testing.T) {
 // shaper (tbf: 30 Mbit/s, 32 kB of burst, 20 ms of buffer, 2 ms path)
 // still measures the path's min RTT: ProbeRTT runs when the 5-s window
 // expires. It once ran only on the odd ack without an RTT sample, and the
-// min RTT crept up to the standing queue (2.0 → 3.0 ms here in 30 s), which
-// grows the window, the queue and the loss taken as random with it.
+// min RTT crept up to the standing queue (2.0 → 17.9 ms here in 30 s), which
+// grows the window and the queue with it.
 func TestBBRProbeRTTKeepsTheMinRTTOfAShapedPath(t *testing.T) {
 	const rate = 30e6
 	rtt := 2 * time.Millisecond

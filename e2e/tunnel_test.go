@@ -245,7 +245,8 @@ func traceSenderPaths(socket string, interval time.Duration) (stop func() string
 }
 
 // logKernelDrops logs where the kernel dropped packets during a run: the
-// paths' tbf queues and the UDP sockets' buffers in both namespaces. A
+// paths' tbf queues, their veth links and the UDP sockets' buffers in
+// both namespaces. A
 // tunnel path's loss is one or the other, and they call for different
 // fixes (sending too fast for the link, or a daemon that fell behind).
 func logKernelDrops(t *testing.T, ctx context.Context, tp *topology) {

@@ -203,15 +203,11 @@ func TestRandReaderRepeatsForSeed(t *testing.T) {
 // A token-bucket link passes a burst of up to Bucket bytes at once after
 // an idle spell, and holds the configured rate under a steady overload.
 func TestTokenBucketBurstsThenHoldsRate(t *testing.T) {
-	s := New(3)
 	const rate, bucket = 30e6, 32_000
+	s := New(3)
 	var arrivals []mono.Time
-	var bytes int
 	l := s.NewLink(LinkConfig{Rate: rate, Bucket: bucket, Queue: 100_000, Delay: time.Millisecond}, func(p Packet) {
 		arrivals = append(arrivals, s.Now())
-		if s.Now() > 2*second && s.Now() <= 4*second {
-			bytes += p.Size
-		}
 	})
 	// 20 packets of 1500 B (30 kB, within the bucket) at once: all arrive
 	// after the delay alone, with no serialization between them.
@@ -237,25 +233,21 @@ func TestTokenBucketBurstsThenHoldsRate(t *testing.T) {
 	if got := arrivals[len(arrivals)-1]; got < wantLast-mono.Time(time.Millisecond/2) || got > wantLast+mono.Time(time.Millisecond/2) {
 		t.Errorf("burst twice the bucket: last arrival %v, want about %v", got, wantLast)
 	}
-	// A steady overload after that delivers the rate.
-	offer2 := func() {
-		gap := time.Duration(1500 * 8 / (1.5 * r) * 1e9)
-		var tick func()
-		tick = func() {
-			if s.Now() >= 5*second {
-				return
-			}
-			l.Send(Packet{Size: 1500})
-			s.After(gap, tick)
+
+	// A steady overload delivers the rate and tail-drops the excess.
+	s2 := New(4)
+	var bytes int
+	l2 := s2.NewLink(LinkConfig{Rate: rate, Bucket: bucket, Queue: 100_000, Delay: time.Millisecond}, func(p Packet) {
+		if s2.Now() > second && s2.Now() <= 3*second {
+			bytes += p.Size
 		}
-		s.At(second, tick)
-	}
-	offer2()
-	s.RunUntil(6 * second)
+	})
+	offer(s2, l2, 1500, 1.5*rate, 4*time.Second)
+	s2.RunUntil(5 * second)
 	if got := float64(bytes*8) / 2; math.Abs(got-rate)/rate > 0.01 {
 		t.Errorf("steady overload: delivered %.1f Mbit/s, want %.1f", got/1e6, rate/1e6)
 	}
-	if l.Stats().DroppedQueue == 0 {
+	if l2.Stats().DroppedQueue == 0 {
 		t.Error("offered 1.5x the rate but nothing tail-dropped")
 	}
 }
