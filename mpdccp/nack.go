@@ -4,6 +4,7 @@ package mpdccp
 
 import (
 	"encoding/binary"
+	"time"
 
 	"github.com/mptun/mptun/internal/mono"
 	"github.com/mptun/mptun/mpdccp/wire"
@@ -82,21 +83,25 @@ func (c *Conn) pollNACKs(now mono.Time) {
 		if len(c.nackOut) < maxNACKsOut {
 			c.nackOut = append(c.nackOut, n)
 		}
-		if sf := c.fastestOpen(); sf != nil {
+		if sf := c.fastestOpen(now); sf != nil {
 			sf.ackNow = true
 		}
 	}
 }
 
-// fastestOpen is the usable subflow with the lowest RTT.
-func (c *Conn) fastestOpen() *subflow {
+// fastestOpen is the usable subflow with the shortest one-way delay to
+// the peer now (oneWay: not the RTT, which on an asymmetric line also
+// holds the queue of the other way).
+func (c *Conn) fastestOpen(now mono.Time) *subflow {
 	var best *subflow
+	var bestDelay time.Duration
 	for _, sf := range c.subflows {
 		if !sf.usable() {
 			continue
 		}
-		if best == nil || sf.cc.State().SRTT < best.cc.State().SRTT {
-			best = sf
+		st := sf.cc.State()
+		if d := sf.oneWay(now, &st); best == nil || d < bestDelay {
+			best, bestDelay = sf, d
 		}
 	}
 	return best
@@ -105,8 +110,8 @@ func (c *Conn) fastestOpen() *subflow {
 // putNACKs adds the pending NACKs that fit to a packet of sf, the
 // fastest subflow (NACKs want to arrive soon; any subflow will do when the
 // fastest cannot send).
-func (c *Conn) putNACKs(sf *subflow, b *wire.Builder, room func(int) bool) {
-	if len(c.nackOut) == 0 || sf != c.fastestOpen() {
+func (c *Conn) putNACKs(now mono.Time, sf *subflow, b *wire.Builder, room func(int) bool) {
+	if len(c.nackOut) == 0 || sf != c.fastestOpen(now) {
 		return
 	}
 	var raw [expNACKLen]byte

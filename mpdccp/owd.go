@@ -94,6 +94,19 @@ func (sf *subflow) outQueue(now mono.Time, st *ccid.State) time.Duration {
 	return outOfRTT(st, in)
 }
 
+// oneWay is sf's one-way delay to the peer now: its base delay plus the
+// queue on the way out when the peer's timestamps tell the two ways
+// apart, else half the smoothed RTT. Half the RTT puts half of a queue
+// on each way: on an asymmetric line (ADSL, 1 Mbit/s up) a full uplink
+// looks half as long as it is from the sending end, and a queue on the
+// downlink makes the empty uplink look slow from the other end.
+func (sf *subflow) oneWay(now mono.Time, st *ccid.State) time.Duration {
+	if in, ok := sf.inDelay.queue(now); ok && st.MinRTT > 0 {
+		return sf.baseOWD(st) + outOfRTT(st, in)
+	}
+	return max(sf.baseOWD(st), st.SRTT/2)
+}
+
 // outOfRTT is the RTT's excess over its minimum less in, the queue on
 // the way back.
 func outOfRTT(st *ccid.State, in time.Duration) time.Duration {

@@ -79,6 +79,29 @@ func TestOutboundQueueIsTheRTTExcessLessTheInbound(t *testing.T) {
 	}
 }
 
+// The one-way delay to the peer holds the queue on the way out only: an
+// RTT of 90 ms over a 40 ms minimum is 45 ms each way if nothing tells the
+// ways apart, 20 ms when the 50 ms of queue is on the way back, 70 ms when
+// it is on the way out (a full ADSL uplink seen from the CPE).
+func TestOneWayDelayHoldsOnlyTheQueueOnTheWayOut(t *testing.T) {
+	now := mono.Time(time.Minute)
+	st := ccid.State{SRTT: 90 * time.Millisecond, MinRTT: 40 * time.Millisecond}
+	var sf subflow
+	if got, want := sf.oneWay(now, &st), 45*time.Millisecond; got != want {
+		t.Errorf("no Timestamps from the peer: one way %v, want %v (half the RTT)", got, want)
+	}
+	for _, c := range []struct{ in, want time.Duration }{
+		{50 * time.Millisecond, 20 * time.Millisecond},
+		{0, 70 * time.Millisecond},
+		{20 * time.Millisecond, 50 * time.Millisecond},
+	} {
+		sf.inDelay = owdTrack{set: true, lastAt: now, excess: c.in}
+		if got := sf.oneWay(now, &st); got != c.want {
+			t.Errorf("queue on the way back %v: one way %v, want %v", c.in, got, c.want)
+		}
+	}
+}
+
 // A download fills a 2 Mbit/s downlink's queue while the CPE sends a
 // packet every 10 ms up an idle 10 Mbit/s uplink. Both ends' RTTs hold
 // the queue; the Timestamps tell each end which way it is: the CPE's

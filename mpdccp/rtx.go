@@ -209,7 +209,7 @@ func (c *Conn) rtxOnMissing(now mono.Time, before, after uint64) {
 	}
 	for _, sf := range c.subflows {
 		st := sf.cc.State()
-		due := max(sf.baseOWD(&st), st.SRTT/2) + 5*time.Millisecond
+		due := sf.oneWay(now, &st) + 5*time.Millisecond
 		h := sf.hist
 		for i := h.RepairHead(); i != h.End(); i = h.NextRepair(i + 1) {
 			e := h.Repair(i)
@@ -271,7 +271,7 @@ func (c *Conn) repairPath(now mono.Time) (best *subflow, ok bool) {
 			continue
 		}
 		st := sf.cc.State()
-		cost := max(sf.cc.SendTime(now).Sub(now), 0) + max(sf.baseOWD(&st), st.SRTT/2) +
+		cost := max(sf.cc.SendTime(now).Sub(now), 0) + sf.oneWay(now, &st) +
 			time.Duration(sf.lossRate*float64(st.SRTT))
 		if best == nil || cost < bestCost {
 			best, bestCost = sf, cost

@@ -554,7 +554,7 @@ func (c *Conn) build(now mono.Time, sf *subflow, buf []byte, ps *pktSpec) (Trans
 	ackCarried := c.putAckVector(now, sf, buf, ps, room)
 	// Repair requests ride on any packet of the fastest subflow.
 	if sf.state == sfOpen && ps.typ != wire.TypeReset {
-		c.putNACKs(sf, b, room)
+		c.putNACKs(now, sf, b, room)
 		if now.Sub(sf.tsSentAt) >= tsEvery && room(6) && b.Timestamp(tsNow(now)) == nil {
 			sf.tsSentAt = now
 		}
