@@ -29,6 +29,14 @@ type BBRParams struct {
 	// 2–3 s, at most 63 rounds).
 	ProbeWaitBase  time.Duration
 	ProbeMaxRounds uint64
+	// ProbeMinRounds: at least this many rounds between bandwidth probes.
+	// The draft probes after as many rounds as the BDP has packets (Reno's
+	// pace), so a path of a few packets' BDP (a 1 Mbit/s ADSL uplink,
+	// about 3) probes every other round, and each probe overflows its
+	// small buffer: 4 % loss in the simulator. A tunnel repairs each loss,
+	// but the receiver holds the flow until the repair is in. 0: the
+	// draft's rule.
+	ProbeMinRounds uint64
 	// UpQueueExit also ends ProbeBW_UP when the probe has added about ¼
 	// min RTT of queueing delay (upQueueBuilt), not only on the draft's bandwidth
 	// plateau. Without it UP keeps probing until the plateau, which fills a
@@ -148,6 +156,7 @@ func DefaultBBRParams() BBRParams {
 		MaxBwCycles:          2,
 		ProbeWaitBase:        2 * time.Second,
 		ProbeMaxRounds:       63,
+		ProbeMinRounds:       16,
 		UpQueueExit:          true,
 		AvgLatest:            false,
 		DownGain:             0.9,
@@ -1058,6 +1067,10 @@ func (b *BBR) adaptUpperBounds() {
 
 func (b *BBR) isTimeToProbeBW(now mono.Time) bool {
 	reno := min(uint64(b.targetInflight()/float64(b.mss)), b.par.ProbeMaxRounds)
+	if !math.IsInf(b.inflightHi, 1) {
+		// A loss has shown where the path's buffer ends (see ProbeMinRounds).
+		reno = max(reno, b.par.ProbeMinRounds)
+	}
 	if now.Sub(b.cycleStamp) > b.bwProbeWait || b.roundsSinceProbe >= reno {
 		b.startRefill()
 		return true

@@ -563,3 +563,31 @@ func TestBBRDrainedSubflowSkipsProbeRTT(t *testing.T) {
 		t.Errorf("without the skip %.3f, with %.3f: the test shows nothing", without, with)
 	}
 }
+
+// A path whose BDP is a few packets (a 1 Mbit/s uplink, 20 ms, a 50 ms
+// buffer) probed for bandwidth every few rounds under the draft's Reno
+// pacing of probes, and each probe overflowed the buffer. With at least
+// ProbeMinRounds rounds between probes it loses far less (simulator:
+// 4.5 % → 0.3 %) and still fills the path (1.000 → 0.980).
+func TestBBRProbesASmallBDPPathSeldom(t *testing.T) {
+	const rate = 1e6
+	run := func(minRounds uint64) (loss, util float64) {
+		par := DefaultBBRParams()
+		par.ProbeMinRounds = minRounds
+		n := newSimNet(1, pathSpec{RateBps: rate, RTT: 20 * time.Millisecond, Buffer: int(rate / 8 * 0.05)})
+		f := n.addFlow("bbr", Config{BBR: &par}, 0)
+		n.run(30 * time.Second)
+		st := f.cc.State()
+		return float64(st.PacketsLost) / float64(st.PacketsSent), f.rcv.goodput(5*time.Second, 30*time.Second) / rate
+	}
+	lossDraft, utilDraft := run(0)
+	loss, util := run(DefaultBBRParams().ProbeMinRounds)
+	t.Logf("draft: loss %.3f, utilisation %.3f; at least %d rounds between probes: loss %.3f, utilisation %.3f",
+		lossDraft, utilDraft, DefaultBBRParams().ProbeMinRounds, loss, util)
+	if loss > lossDraft/2 {
+		t.Errorf("loss %.3f, the draft's rule %.3f: want at most half", loss, lossDraft)
+	}
+	if util < 0.95 {
+		t.Errorf("utilisation %.3f < 0.95 (the draft's rule: %.3f)", util, utilDraft)
+	}
+}
