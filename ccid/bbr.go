@@ -29,13 +29,14 @@ type BBRParams struct {
 	// 2–3 s, at most 63 rounds).
 	ProbeWaitBase  time.Duration
 	ProbeMaxRounds uint64
-	// ProbeMinRounds: at least this many rounds between bandwidth probes.
-	// The draft probes after as many rounds as the BDP has packets (Reno's
-	// pace), so a path of a few packets' BDP (a 1 Mbit/s ADSL uplink,
-	// about 3) probes every other round, and each probe overflows its
-	// small buffer: 4 % loss in the simulator. A tunnel repairs each loss,
-	// but the receiver holds the flow until the repair is in. 0: the
-	// draft's rule.
+	// ProbeMinRounds: at least this many rounds between bandwidth probes
+	// once a loss has set inflight_hi. The draft probes after as many
+	// rounds as the BDP has packets (Reno's pace), so a path of a few
+	// packets' BDP (a 1 Mbit/s ADSL uplink, about 3) probes every few
+	// rounds, and each probe overflows its small buffer: 4.5 % loss in the
+	// simulator. A tunnel repairs each loss, but the receiver holds the
+	// flow until the repair is in. A path that has not lost (an overflow
+	// path still ramping up) keeps the draft's pace. 0: the draft's rule.
 	ProbeMinRounds uint64
 	// UpQueueExit also ends ProbeBW_UP when the probe has added about ¼
 	// min RTT of queueing delay (upQueueBuilt), not only on the draft's bandwidth

@@ -246,9 +246,10 @@ func traceSenderPaths(socket string, interval time.Duration) (stop func() string
 
 // logKernelDrops logs where the kernel dropped packets during a run: the
 // paths' tbf queues, their veth links and the UDP sockets' buffers in
-// both namespaces. A
-// tunnel path's loss is one or the other, and they call for different
-// fixes (sending too fast for the link, or a daemon that fell behind).
+// both namespaces. A tunnel path's loss is one or the other, and they
+// call for different fixes (sending too fast for the link, or a daemon
+// that fell behind). tbf counts a dropped UDP GSO send (up to 64
+// datagrams) as one drop, so its count can be far below the packets lost.
 func logKernelDrops(t *testing.T, ctx context.Context, tp *topology) {
 	t.Helper()
 	for _, n := range []struct {
