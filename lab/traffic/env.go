@@ -81,6 +81,15 @@ func (e *Env) dialTCP(ctx context.Context, port int, cc string) (net.Conn, error
 	return c, nil
 }
 
+// bindToContext makes c's blocked reads and writes return grace after ctx
+// ends: a connection that stalls (a tunnel or an MPTCP peer that stopped
+// delivering) must not hold a run past its end, and the lab waits for
+// every generator. Whatever completes within grace still counts. The
+// returned stop undoes the binding.
+func bindToContext(ctx context.Context, c net.Conn, grace time.Duration) (stop func() bool) {
+	return context.AfterFunc(ctx, func() { c.SetDeadline(time.Now().Add(grace)) })
+}
+
 // Bins counts bytes per interval since a start time.
 type Bins struct {
 	Start mono.Time

@@ -10,6 +10,7 @@ import (
 	"math"
 	"net"
 	"net/netip"
+	"os"
 	"slices"
 	"sync"
 	"time"
@@ -279,6 +280,10 @@ func runStreamProbe(ctx context.Context, env Env, cfg ProbeConfig, log *probeLog
 	if cfg.Down {
 		from, to = sc, cc
 	}
+	// The sender stops at the end of the run even when the stream has
+	// stalled and its write blocks (kernel MPTCP over trace-driven paths
+	// did, and the lab waited for it for good).
+	defer bindToContext(ctx, from, 0)()
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -303,8 +308,8 @@ func runStreamProbe(ctx context.Context, env Env, cfg ProbeConfig, log *probeLog
 	case <-done:
 	case <-time.After(cfg.Grace):
 	}
-	if errors.Is(err, context.Canceled) {
-		err = nil
+	if errors.Is(err, context.Canceled) || ctx.Err() != nil && errors.Is(err, os.ErrDeadlineExceeded) {
+		err = nil // the run ended; a stalled write was cut
 	}
 	return err
 }

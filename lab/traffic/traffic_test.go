@@ -103,6 +103,45 @@ func TestUDPProbeSeesBlackholeGap(t *testing.T) {
 	}
 }
 
+// TestStalledStreamEndsWithTheRun: a stream that stops delivering for good
+// (the path blackholed both ways) fills its send buffer, and its next
+// write blocks; the probe must still end with the run, not when TCP gives
+// up on the connection about 15 minutes later, and count what was lost.
+func TestStalledStreamEndsWithTheRun(t *testing.T) {
+	tb, env := testbed(t, path(20e6, 5*time.Millisecond))
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	go func() {
+		time.Sleep(300 * time.Millisecond)
+		for _, d := range []emu.Dir{emu.AB, emu.BA} {
+			tb.Paths[0].Link.Update(d, func(c *emu.Config) { c.Blackhole = true })
+		}
+	}()
+	type result struct {
+		r   traffic.ProbeResult
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		// 64-byte packets at 20,000 per second fill the send buffer a
+		// blackholed connection cannot drain within the 1.7 s left.
+		r, err := traffic.RunProbe(ctx, env, traffic.ProbeConfig{PPS: 20000, Stream: true, Grace: 200 * time.Millisecond})
+		done <- result{r, err}
+	}()
+	select {
+	case res := <-done:
+		if res.err != nil {
+			t.Fatal(res.err)
+		}
+		t.Logf("stalled stream probe: sent %d received %d lost %d", res.r.Sent, res.r.Received, res.r.Lost)
+		if res.r.Received == 0 || res.r.Lost == 0 {
+			t.Errorf("received %d, lost %d: the stream should have delivered, then stalled", res.r.Received, res.r.Lost)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the probe outlived its run by 28 s: a stalled stream held it")
+	}
+}
+
 func TestMPTCPStreamProbeAndWeb(t *testing.T) {
 	tb, env := testbed(t, path(10e6, 5*time.Millisecond), path(10e6, 20*time.Millisecond))
 	ctx := context.Background()

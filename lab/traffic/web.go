@@ -163,6 +163,9 @@ func RunWeb(ctx context.Context, env Env, cfg WebConfig) (WebResult, error) {
 	return res, nil
 }
 
+// webGrace is how long a web flow may run on after the run's end.
+const webGrace = 10 * time.Second
+
 // fetch opens a fresh connection, asks the server for size bytes and reads
 // them to the end: what a web client's request costs, handshake included.
 func fetch(ctx context.Context, env Env, port int, cc string, size int) bool {
@@ -171,6 +174,9 @@ func fetch(ctx context.Context, env Env, port int, cc string, size int) bool {
 		return false
 	}
 	defer c.Close()
+	// A flow still running when the run ends may finish within
+	// webGrace; one that stalled is cut then.
+	defer bindToContext(ctx, c, webGrace)()
 	var req [8]byte
 	binary.BigEndian.PutUint64(req[:], uint64(size))
 	if _, err := c.Write(req[:]); err != nil {
