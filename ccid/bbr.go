@@ -1276,6 +1276,9 @@ func (b *BBR) OnTimer(now mono.Time) {
 	}
 }
 
+// ReseedRTT implements RTTReseeder.
+func (b *BBR) ReseedRTT(rtt time.Duration) { b.t.reseedRTT(rtt) }
+
 // OnPathRestored implements PathRestorer: what was in flight is lost
 // without a congestion response, the loss-learnt bounds and the timeout
 // state are cleared, and Startup probes from the old bandwidth estimate.

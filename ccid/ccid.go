@@ -124,6 +124,16 @@ type PathRestorer interface {
 	OnPathRestored(now mono.Time)
 }
 
+// RTTReseeder is implemented by controllers whose smoothed RTT can start
+// afresh from one measured round trip. The engine calls ReseedRTT when it
+// trusts a path again after an outage: the samples of packets that sat in
+// the outage's queue (a radio link without capacity for a second) had
+// pushed SRTT to a second or more, a path judged by that carried nothing,
+// and without new samples the estimate stayed there for seconds.
+type RTTReseeder interface {
+	ReseedRTT(rtt time.Duration)
+}
+
 // AppLimitedNotifier is implemented by controllers that want to know when
 // the sender ran out of data while the window and pacer had room, so that
 // rate samples and window growth taken then are not trusted (RFC 7661,

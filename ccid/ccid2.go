@@ -356,6 +356,9 @@ func (c *CCID2) Deadline() mono.Time {
 	return mono.Min(c.rtoDeadline(), c.t.lossDeadline())
 }
 
+// ReseedRTT implements RTTReseeder.
+func (c *CCID2) ReseedRTT(rtt time.Duration) { c.t.reseedRTT(rtt) }
+
 // OnPathRestored implements PathRestorer: what was in flight is lost
 // without a further reduction, and the window restarts from the initial
 // one in slow start up to what it was before the outage's timeouts.

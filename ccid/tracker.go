@@ -249,6 +249,20 @@ func (t *tracker) rto(backoff uint) time.Duration {
 	return min(r<<min(backoff, 10), maxRTO)
 }
 
+// reseedRTT starts the smoothed RTT afresh from rtt, as from a first
+// sample (RFC 6298 §2.2; §5.7 re-initialises after an outage). The min RTT
+// is kept.
+func (t *tracker) reseedRTT(rtt time.Duration) {
+	if rtt <= 0 {
+		return
+	}
+	t.hasRTT = true
+	t.srtt, t.rttvar, t.latestRTT = rtt, rtt/2, rtt
+	if t.minRTT <= 0 || rtt < t.minRTT {
+		t.minRTT = rtt
+	}
+}
+
 func (t *tracker) updateRTT(now mono.Time, sample time.Duration) {
 	if sample <= 0 {
 		sample = time.Microsecond

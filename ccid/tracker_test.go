@@ -94,3 +94,27 @@ func TestCompactKeepsOutstanding(t *testing.T) {
 		}
 	}
 }
+
+// TestReseedRTTStartsAfresh: after an outage's inflated samples, a reseed
+// puts SRTT at the measured round trip at once (as a first sample), where
+// RFC 6298 smoothing would need about 20 samples; the min RTT stays.
+func TestReseedRTTStartsAfresh(t *testing.T) {
+	var tr tracker
+	for range 20 {
+		tr.updateRTT(0, 80*time.Millisecond)
+	}
+	for range 8 {
+		tr.updateRTT(0, 1500*time.Millisecond) // packets that waited out a stall
+	}
+	if tr.srtt < 500*time.Millisecond {
+		t.Fatalf("SRTT %v: the stall's samples should have inflated it", tr.srtt)
+	}
+	tr.reseedRTT(90 * time.Millisecond)
+	if tr.srtt != 90*time.Millisecond || tr.rttvar != 45*time.Millisecond || tr.minRTT != 80*time.Millisecond {
+		t.Fatalf("after reseed: SRTT %v RTTVAR %v min %v, want 90 ms, 45 ms, 80 ms", tr.srtt, tr.rttvar, tr.minRTT)
+	}
+	tr.reseedRTT(0) // no measurement: nothing changes
+	if tr.srtt != 90*time.Millisecond {
+		t.Fatalf("a zero reseed changed SRTT to %v", tr.srtt)
+	}
+}

@@ -109,3 +109,61 @@ func (h *harness) stepUntil(limit time.Duration, cond func() bool) mono.Time {
 	}
 	return 0
 }
+
+// TestPathBackInUseAfterAStall: a radio path without capacity for a second
+// (its queue holds what was sent, then delivers it late) is suspected,
+// and once it answers again it carries the flow's overflow at once. Its
+// smoothed RTT had grown to a second from the packets that waited out the
+// stall, and its loss estimate to 50 % from what the suspicion gave up
+// on: judged by those, it stayed unused for 2 s, and in the lab (LTE
+// traces) for 5 s.
+func TestPathBackInUseAfterAStall(t *testing.T) {
+	cell := simCell{name: "20+20 20/40ms", rate: [2]float64{20e6, 20e6}, delay: [2]time.Duration{20 * time.Millisecond, 40 * time.Millisecond}}
+	links := cell.links(2)
+	for i := range links {
+		links[i].Queue = 200 * 1500 // a radio link's deep buffer
+	}
+	cfg := Config{CCID: "bbr", Retransmit: true, AQM: defaultAQM()}
+	h := newHarness(t, harnessConfig{seed: simSeed, links: links, cli: cfg, srv: cfg})
+	var flows []*innerTCP
+	h.onDeliver = func(side int, c *Conn, b []byte) { routeInner(flows, side, b) }
+	c := h.dial(2)
+	if !h.runUntil(10*time.Second, func() bool { return h.openPaths(c) == 2 && h.openPaths(h.serverConn()) == 2 }) {
+		t.Fatalf("not open\n%s", h.dumpEvents())
+	}
+	f := newInnerTCP(h, sideClient, 5201, 1400)
+	flows = append(flows, f)
+	start := h.sim.Now()
+	stallEnd := start.Add(6 * time.Second)
+	for _, l := range []*netsim.Link{h.paths[1].up, h.paths[1].down} {
+		lc := l.Config()
+		lc.Stalls = []netsim.Outage{{Start: start.Add(5 * time.Second), End: stallEnd}}
+		l.SetConfig(lc)
+	}
+	f.start(start.Add(12 * time.Second))
+	h.run(stallEnd.Add(500 * time.Millisecond).Sub(h.sim.Now()))
+	b := c.subflows[1]
+	if _, ok := h.eventAt(sideClient, EventPathSuspect, b.id); !ok {
+		t.Fatalf("the stalled path was never suspected\n%s", h.dumpEvents())
+	}
+	if b.sus.on {
+		t.Fatalf("path still suspected 0.5 s after its stall ended\n%s", h.dumpEvents())
+	}
+	srtt := b.cc.State().SRTT
+	sent := b.stats.BytesOut
+	h.run(time.Second)
+	rate := float64(b.stats.BytesOut-sent) * 8 / 1e6
+	h.run(stallEnd.Add(4 * time.Second).Sub(h.sim.Now()))
+	gp := f.goodput(stallEnd, stallEnd.Add(4*time.Second)) / 1e6
+	t.Logf("0.5 s after the stall: SRTT %v; the next second the path carried %.1f Mbit/s; goodput 0-4 s after it %.1f Mbit/s", srtt, rate, gp)
+	// Its base RTT is 80 ms; before the fix: 1,052 ms, 1.2 Mbit/s, 19.0.
+	if srtt > 200*time.Millisecond {
+		t.Errorf("SRTT %v after the path answered again: the stall's samples still count", srtt)
+	}
+	if rate < 5 {
+		t.Errorf("the path carried %.1f Mbit/s in the second after it answered again, want >= 5", rate)
+	}
+	if gp < 25 {
+		t.Errorf("goodput %.1f Mbit/s in the 4 s after the stall, want >= 25 of 40", gp)
+	}
+}

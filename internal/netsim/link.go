@@ -26,6 +26,10 @@ type LinkConfig struct {
 	Loss    float64       // Bernoulli loss probability
 	GE      *GilbertElliott
 	Outages []Outage
+	// Stalls are intervals in which the link sends nothing but keeps
+	// queueing (a radio link without capacity for a while): what is
+	// queued leaves at the stall's end, late, unless the queue overflows.
+	Stalls []Outage
 	// Bucket > 0 shapes the link as a token bucket (Linux tbf, an ISP's
 	// shaper) instead of a serializing line: a packet leaves as soon as
 	// the bucket holds its size in tokens, which refill at Rate up to
@@ -128,6 +132,19 @@ func (l *Link) inOutage(t mono.Time) bool {
 	return false
 }
 
+// afterStalls is the first time at or after t outside every stall.
+func (l *Link) afterStalls(t mono.Time) mono.Time {
+	for moved := true; moved; {
+		moved = false
+		for _, st := range l.cfg.Stalls {
+			if t >= st.Start && t < st.End {
+				t, moved = st.End, true
+			}
+		}
+	}
+	return t
+}
+
 func (l *Link) lost() bool {
 	rng := l.sim.rng
 	if g := l.cfg.GE; g != nil && l.ge.Lost(g, rng) {
@@ -169,7 +186,7 @@ func (l *Link) Send(p Packet) bool {
 		l.stats.DroppedOutage++
 		return true
 	}
-	start := mono.Max(now, l.busyUntil)
+	start := l.afterStalls(mono.Max(now, l.busyUntil))
 	done := start
 	switch {
 	case l.cfg.Rate > 0 && l.cfg.Bucket > 0:

@@ -146,6 +146,41 @@ func TestOutageDropsSilently(t *testing.T) {
 	}
 }
 
+// TestStallQueuesUntilItsEnd: a stalled link loses nothing its queue can
+// hold; what it queued leaves after the stall, back to back at its rate.
+func TestStallQueuesUntilItsEnd(t *testing.T) {
+	s := New(5)
+	type arrival struct{ sent, at mono.Time }
+	var got []arrival
+	// 8 Mbit/s: a 1000-byte packet takes 1 ms; the queue holds 300.
+	l := s.NewLink(LinkConfig{Rate: 8e6, Queue: 300_000, Delay: 10 * time.Millisecond,
+		Stalls: []Outage{{Start: second, End: second + 200*mono.Time(time.Millisecond)}}},
+		func(p Packet) { got = append(got, arrival{p.SentAt, s.Now()}) })
+	offer(s, l, 1000, 4e6, 2*time.Second) // half the rate: 2 packets per 4 ms
+	s.RunUntil(3 * second)
+	if st := l.Stats(); st.DroppedQueue != 0 || st.DroppedOutage != 0 || len(got) != 1000 {
+		t.Fatalf("delivered %d of 1000, dropped %+v", len(got), st)
+	}
+	end := second + 210*mono.Time(time.Millisecond) // the stall's end plus the delay
+	var late, maxWait time.Duration
+	for _, a := range got {
+		if a.at > second+10*mono.Time(time.Millisecond) && a.at < end {
+			t.Fatalf("packet sent at %v arrived at %v, inside the stall", a.sent, a.at)
+		}
+		if a.sent >= second && a.sent < second+200*mono.Time(time.Millisecond) {
+			late = max(late, a.at.Sub(end))
+			maxWait = max(maxWait, a.at.Sub(a.sent))
+		}
+	}
+	// 100 packets queued in the stall leave in 100 ms at the link's rate.
+	if late < 95*time.Millisecond || late > 105*time.Millisecond {
+		t.Errorf("the stall's backlog took %v to leave after it, want about 100 ms", late)
+	}
+	if maxWait < 200*time.Millisecond {
+		t.Errorf("longest wait %v: the stall held nothing", maxWait)
+	}
+}
+
 func TestJitterKeepsFIFOUnlessReorder(t *testing.T) {
 	for _, reorder := range []bool{false, true} {
 		s := New(6)
