@@ -47,6 +47,14 @@ func testbed(t *testing.T, specs ...topo.PathSpec) (*topo.Testbed, traffic.Env) 
 	return tb, traffic.Env{Cli: tb.Cli, Srv: tb.Srv, ServerAddr: tb.Paths[0].SrvAddr, Start: tb.Start}
 }
 
+// blackhole makes the first path drop everything (on) or carry again
+// (off) in the directions given.
+func blackhole(tb *topo.Testbed, on bool, dirs ...emu.Dir) {
+	for _, d := range dirs {
+		tb.Paths[0].Link.Update(d, func(c *emu.Config) { c.Blackhole = on })
+	}
+}
+
 func path(rate float64, delay time.Duration) topo.PathSpec {
 	c := emu.Config{Rate: rate, Delay: delay, QueueBytes: int(rate / 8 * 2 * delay.Seconds())}
 	return topo.PathSpec{Name: "p", Up: c, Down: c}
@@ -83,9 +91,9 @@ func TestUDPProbeSeesBlackholeGap(t *testing.T) {
 	defer cancel()
 	go func() {
 		time.Sleep(500 * time.Millisecond)
-		tb.Paths[0].Link.Update(emu.BA, func(c *emu.Config) { c.Blackhole = true })
+		blackhole(tb, true, emu.BA)
 		time.Sleep(300 * time.Millisecond)
-		tb.Paths[0].Link.Update(emu.BA, func(c *emu.Config) { c.Blackhole = false })
+		blackhole(tb, false, emu.BA)
 	}()
 	r, err := traffic.RunProbe(ctx, env, traffic.ProbeConfig{PPS: 1000, Down: true, Grace: 200 * time.Millisecond})
 	if err != nil {
@@ -111,12 +119,7 @@ func TestStalledStreamEndsWithTheRun(t *testing.T) {
 	tb, env := testbed(t, path(20e6, 5*time.Millisecond))
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	go func() {
-		time.Sleep(300 * time.Millisecond)
-		for _, d := range []emu.Dir{emu.AB, emu.BA} {
-			tb.Paths[0].Link.Update(d, func(c *emu.Config) { c.Blackhole = true })
-		}
-	}()
+	time.AfterFunc(300*time.Millisecond, func() { blackhole(tb, true, emu.AB, emu.BA) })
 	type result struct {
 		r   traffic.ProbeResult
 		err error
