@@ -405,8 +405,11 @@ func (e *Endpoint) dataHeaderLen() int {
 	return dataOverhead
 }
 
-// dataOverhead: DataAck header 24 + MP_SEQ 9 + Ack Vector (2+5) + padding.
-const dataOverhead = 24 + 9 + 7 + 4
+// dataOverhead: DataAck header 24 + MP_SEQ 9 + an Ack Vector of five
+// cells (2+5), a whole number of words. A longer vector is truncated to
+// the room a full packet leaves (putAckVector); each byte reserved here
+// is a byte less for every inner packet (the inner MSS).
+const dataOverhead = 24 + 9 + 7
 
 func (e *Endpoint) random(n int) []byte {
 	b := e.rbuf[:n]

