@@ -526,7 +526,7 @@ func (c *Conn) build(now mono.Time, sf *subflow, buf []byte, ps *pktSpec) (Trans
 	if sf.state == sfOpen && ps.typ != wire.TypeReset && ps.typ != wire.TypeData {
 		c.putControl(now, sf, b, room, ps.mpSeq, seqEnd)
 	}
-	if isData && sf.ndpRun > 0 && room(8) {
+	if isData && sf.ndpRun > 0 && room(wire.NDPCountLen(sf.ndpRun)) {
 		// Lets the receiver tell lost data from unseen Acks (RFC 4340 §7.7).
 		_ = b.NDPCount(sf.ndpRun)
 	}

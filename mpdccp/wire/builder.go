@@ -216,16 +216,25 @@ func (b *Builder) ElapsedTime(v uint32) error {
 	return nil
 }
 
+// NDPCountLen is the length of the NDP Count option NDPCount writes for n.
+func NDPCountLen(n uint64) int { return 2 + ndpBytes(n) }
+
+// ndpBytes is the fewest bytes (1..6) that hold n.
+func ndpBytes(n uint64) int {
+	l := 1
+	for l < 6 && n>>(8*l) != 0 {
+		l++
+	}
+	return l
+}
+
 // NDPCount appends an NDP Count option (RFC 4340 §7.7) in the fewest
 // bytes (1..6) that hold n.
 func (b *Builder) NDPCount(n uint64) error {
 	if n > MaxSeq {
 		return fmt.Errorf("%w: NDP Count %d exceeds 48 bits", ErrBadArgument, n)
 	}
-	l := 1
-	for l < 6 && n>>(8*l) != 0 {
-		l++
-	}
+	l := ndpBytes(n)
 	d, err := b.tlv(OptNDPCount, l)
 	if err != nil {
 		return err
