@@ -117,6 +117,13 @@ func TestParseTCPSegmentAndMSS(t *testing.T) {
 	if !ok || ev.synAck || ev.len != 1448 {
 		t.Fatalf("data %+v %v", ev, ok)
 	}
+	// The tap filter trims packets to 128 bytes, and that is the length the
+	// socket reports: the IP header's length counts, also for a GSO packet
+	// of two segments.
+	g := segment(5400, 1001, 0x10, 2*1448, nil)
+	if ev, _ = parseTCPSegment(g[:40], 128); ev.len != 2*1448 {
+		t.Fatalf("trimmed capture: len %d, want %d", ev.len, 2*1448)
+	}
 	// A GSO packet whose IP length field is 0 takes the wire length.
 	binary.BigEndian.PutUint16(d[2:], 0)
 	if ev, _ = parseTCPSegment(d[:40], 40+20000); ev.len != 20000 {
