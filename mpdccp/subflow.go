@@ -235,8 +235,7 @@ func (sf *subflow) lossEstimate(now mono.Time, st *ccid.State) float64 {
 	sent, lost := st.PacketsSent-sf.lossSent, st.PacketsLost-sf.lossLost
 	switch {
 	case sent >= 20:
-		sf.lossRate += (float64(lost)/float64(sent) - sf.lossRate) / 4
-		sf.lossSent, sf.lossLost, sf.lossAt = st.PacketsSent, st.PacketsLost, now
+		sf.setLoss(now, st, sf.lossRate+(float64(lost)/float64(sent)-sf.lossRate)/4)
 	case now.Sub(sf.lossAt) >= 5*lossEvery:
 		// Too little traffic to measure: let an old verdict fade, so a
 		// path that looked lossy is tried again.
@@ -244,6 +243,13 @@ func (sf *subflow) lossEstimate(now mono.Time, st *ccid.State) float64 {
 		sf.lossAt = now
 	}
 	return sf.lossRate
+}
+
+// setLoss sets the loss estimate to rate and starts its next sample from
+// the controller's counters now.
+func (sf *subflow) setLoss(now mono.Time, st *ccid.State, rate float64) {
+	sf.lossRate = rate
+	sf.lossSent, sf.lossLost, sf.lossAt = st.PacketsSent, st.PacketsLost, now
 }
 
 func (sf *subflow) ready(now mono.Time) bool {

@@ -308,8 +308,7 @@ func (c *Conn) trustPath(now mono.Time, sf *subflow) {
 		r.ReseedRTT(s.probeRTT)
 	}
 	st := sf.cc.State()
-	sf.lossRate = s.lossBefore
-	sf.lossSent, sf.lossLost, sf.lossAt = st.PacketsSent, st.PacketsLost, now
+	sf.setLoss(now, &st, s.lossBefore)
 	c.updatePaths()
 	c.ep.emit(Event{Kind: EventPathRecover, Conn: c, Path: sf.id, Remote: sf.remote,
 		Reason: fmt.Sprintf("%d probes answered after %v", s.answers, now.Sub(s.since).Round(time.Millisecond))})
