@@ -134,12 +134,15 @@ func TestChecksumAcrossNAT(t *testing.T) {
 		if srv.Dropped[DropChecksum] != 0 || n.ep[0].Stats().Dropped[DropChecksum] != 0 {
 			t.Fatalf("wildcard %v: intact datagrams dropped for their checksum: server %v", wildcard, srv.Dropped)
 		}
-		// Every other datagram gets a bit flipped past the generic header.
+		// Every other datagram gets a bit flipped past the generic header,
+		// within what its checksum covers: the ends agreed on coverage of
+		// the header and options (the UDP checksum guards the rest).
 		rng := rand.New(rand.NewPCG(1, uint64(len(n.buf))))
 		flips := 0
 		n.corrupt = func(side int, b []byte) {
-			if rng.IntN(2) == 0 && len(b) > 16 {
-				b[16+rng.IntN(len(b)-16)] ^= 1 << rng.IntN(8)
+			cov, ok := wire.Coverage(b)
+			if rng.IntN(2) == 0 && ok && cov > 16 {
+				b[16+rng.IntN(cov-16)] ^= 1 << rng.IntN(8)
 				flips++
 			}
 		}
@@ -206,4 +209,111 @@ func TestChecksumSentForAddresses(t *testing.T) {
 	if !wire.VerifyChecksum(buf[:tx.N], negCli.Addr(), negSrv.Addr()) {
 		t.Fatal("Request checksum is not RFC 4340's for the outer addresses")
 	}
+}
+
+// TestChecksumCoverageNegotiated: both ends announce a Minimum Checksum
+// Coverage of 1 (RFC 4340 §9.2.1) and then checksum their data packets over
+// the header and options alone. An end whose peer does not announce it (an
+// older mptun, another DCCP stack: here the client's announcement is cut
+// out in flight) keeps full coverage towards it, and data flows both ways.
+func TestChecksumCoverageNegotiated(t *testing.T) {
+	for _, announce := range []bool{true, false} {
+		rng := rand.New(rand.NewPCG(7, 8))
+		var ep [2]*Endpoint
+		var err error
+		if ep[0], err = NewEndpoint(Config{Role: Client, Rand: netsim.RandReader(rng)}); err != nil {
+			t.Fatal(err)
+		}
+		if ep[1], err = NewEndpoint(Config{Role: Server, Rand: netsim.RandReader(rng)}); err != nil {
+			t.Fatal(err)
+		}
+		conn, err := ep[0].Dial(0, directPaths(1))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var now mono.Time
+		buf, dbuf := make([]byte, 2048), make([]byte, 2048)
+		var cov [2][2]int // per sending side: data packets with CsCov 0, 1
+		var got [2]int
+		step := func() {
+			for moved := true; moved; {
+				moved = false
+				for side := 0; side < 2; side++ {
+					moved = pumpOut(ep[side], now, buf, func(tr Transmit, dg []byte) {
+						if side == 0 && !announce && stripMinCsCov(t, dg) {
+							wire.SetChecksum(dg, cliAddr(tr.Local).Addr(), srvAddr.Addr())
+						}
+						var p wire.Packet
+						if wire.Parse(dg, &p) == nil && len(p.Payload) > 0 {
+							cov[side][min(int(p.CsCov), 1)]++
+						}
+						handOver(ep[1-side], now, side, tr, dg, 0)
+					}) || moved
+					got[side] += drainDelivered(ep[side], now, dbuf, nil)
+				}
+			}
+		}
+		for i := 0; i < 100 && conn.State() != Open; i++ {
+			step()
+			now = now.Add(time.Millisecond)
+		}
+		if conn.State() != Open || len(ep[1].Conns()) != 1 {
+			t.Fatalf("announce %v: not open", announce)
+		}
+		for i := 0; i < 50; i++ {
+			conn.Send(now, innerPacket(i))
+			ep[1].Conns()[0].Send(now, innerPacket(i))
+			step()
+			now = now.Add(time.Millisecond)
+		}
+		for i := 0; i < 500; i++ {
+			step()
+			now = now.Add(time.Millisecond)
+		}
+		if got[0] != 50 || got[1] != 50 {
+			t.Fatalf("announce %v: delivered %d to the client, %d to the server, of 50 each", announce, got[0], got[1])
+		}
+		for side := 0; side < 2; side++ {
+			if d := ep[side].Stats().Dropped[DropChecksum]; d != 0 {
+				t.Fatalf("announce %v: side %d dropped %d packets for their checksum", announce, side, d)
+			}
+		}
+		// The client always heard the server's announcement.
+		if cov[0][0] != 0 || cov[0][1] == 0 {
+			t.Errorf("announce %v: client sent %d data packets fully covered, %d over the header", announce, cov[0][0], cov[0][1])
+		}
+		if announce && (cov[1][0] != 0 || cov[1][1] == 0) {
+			t.Errorf("server sent %d data packets fully covered, %d over the header", cov[1][0], cov[1][1])
+		}
+		if !announce && (cov[1][1] != 0 || cov[1][0] == 0) {
+			t.Errorf("unannounced: server sent %d data packets over the header alone to a peer that accepts only full coverage (%d full)", cov[1][1], cov[1][0])
+		}
+	}
+}
+
+// stripMinCsCov overwrites every Change L(Minimum Checksum Coverage) in the
+// DCCP packet dg with padding; it reports whether it found one.
+func stripMinCsCov(t *testing.T, dg []byte) bool {
+	var p wire.Packet
+	if err := wire.Parse(dg, &p); err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	opts := p.Options
+	for i := 0; i < len(opts); {
+		if opts[i] < 32 { // one-byte options
+			i++
+			continue
+		}
+		if i+1 >= len(opts) || opts[i+1] < 2 || i+int(opts[i+1]) > len(opts) {
+			t.Fatalf("malformed options %x", opts)
+		}
+		n := int(opts[i+1])
+		if opts[i] == wire.OptChangeL && n > 2 && opts[i+2] == wire.FeatMinCsCov {
+			clear(opts[i : i+n])
+			found = true
+		}
+		i += n
+	}
+	return found
 }

@@ -106,10 +106,13 @@ type subflow struct {
 	lastAckAt      mono.Time
 
 	// Feature negotiation.
-	ccidOffered    [maxCCIDList]uint8 // our CCID preference list (Change L)
-	ccidOfferedN   int
-	peerCCID       uint8      // the CCID agreed for the peer's half-connection
-	changes        [5]featOpt // retransmitted until confirmed
+	ccidOffered  [maxCCIDList]uint8 // our CCID preference list (Change L)
+	ccidOfferedN int
+	peerCCID     uint8      // the CCID agreed for the peer's half-connection
+	changes      [6]featOpt // retransmitted until confirmed
+	// peerMinCsCov is the peer's Minimum Checksum Coverage (RFC 4340
+	// §9.2.1): 0, its initial value, accepts only full coverage.
+	peerMinCsCov   uint8
 	confirms       [6]featOpt // one-shot answers
 	lastChangeSent mono.Time
 
@@ -336,12 +339,32 @@ func putNN(b []byte, v uint64) {
 // nibble, the low nibble unassigned.
 const mpVersion = 0x00
 
+// headerCsCov is the checksum coverage of the header and options alone
+// (RFC 4340 §9.2): the Minimum Checksum Coverage we announce and, once the
+// peer announces it too, the coverage we send with.
+const headerCsCov = 1
+
+// sendCsCov is the CsCov of the packets sf sends. The DCCP checksum over
+// the payload repeats the UDP checksum's work (it covers the whole
+// datagram, and the kernel checks it before we see the datagram), so it
+// covers the header only once the peer accepts that; until then, and with
+// a peer that never does, the whole packet.
+func (sf *subflow) sendCsCov() uint8 {
+	if sf.peerMinCsCov == headerCsCov {
+		return headerCsCov
+	}
+	return 0
+}
+
 // initFeatures queues the Change options a new subflow sends in its
 // Request or Response.
 func (sf *subflow) initFeatures(client bool) {
 	sf.ccidOfferedN = copy(sf.ccidOffered[:], ccidOffer(sf.cc))
 	sf.setChangeBytes(wire.OptChangeL, wire.FeatCCID, sf.ccidOffered[:sf.ccidOfferedN]) // preference list
 	sf.setChange(wire.OptChangeR, wire.FeatSendAckVector, 1, 1)
+	// We accept a checksum over the header alone: the UDP checksum covers
+	// the whole datagram, and the inner packet carries its own.
+	sf.setChange(wire.OptChangeL, wire.FeatMinCsCov, headerCsCov, 1)
 	if client {
 		sf.setChange(wire.OptChangeR, wire.FeatMultipath, mpVersion, 1) // MP_CAPABLE: our versions
 	}
@@ -397,6 +420,14 @@ func (c *Conn) handleFeature(sf *subflow, opt wire.Option) bool {
 			}
 			sf.rxAckRatio = int(min(v, 64))
 			sf.addConfirm(wire.OptConfirmR, feat, vals)
+		case wire.FeatMinCsCov:
+			// Server priority, but the value is the peer's own threshold:
+			// take its first choice, as any coverage suits us (§9.2.1).
+			if len(vals) == 0 || vals[0] > 15 {
+				return false
+			}
+			sf.peerMinCsCov = vals[0]
+			sf.addConfirm(wire.OptConfirmR, feat, []byte{vals[0], vals[0]})
 		default:
 			sf.addConfirm(wire.OptConfirmR, feat, nil)
 		}
@@ -497,7 +528,7 @@ func (c *Conn) build(now mono.Time, sf *subflow, buf []byte, ps *pktSpec) (Trans
 	if !ok {
 		return Transmit{}, false
 	}
-	h := wire.Header{SrcPort: sf.localPort, DstPort: sf.remotePort, Type: ps.typ, Seq: sf.nextSeq()}
+	h := wire.Header{SrcPort: sf.localPort, DstPort: sf.remotePort, Type: ps.typ, Seq: sf.nextSeq(), CsCov: sf.sendCsCov()}
 	if ps.typ.HasAck() {
 		h.Ack = sf.gsr
 		if ps.hasAckNo {
