@@ -24,8 +24,10 @@ import (
 // sequence number, which a sender never reuses within a subflow: so no
 // (key, nonce) pair repeats. Keys ratchet forward (RekeyAfter,
 // RekeyAfterPackets); the key phase travels in bit 0 of the generic
-// header's Reserved byte, so the receiver knows which key opens a packet
-// without trying two. The checksum (CsCov 1) then covers only the
+// header's Reserved byte (a reserved bit of byte 8 with short sequence
+// numbers, see setKeyPhase), so the receiver knows which key opens a
+// packet without trying two. The nonce is the 48-bit number even when
+// the header carries 24 bits of it. The checksum (CsCov 1) then covers only the
 // header: the tag protects the rest.
 
 const (
@@ -33,6 +35,8 @@ const (
 	// reservedByte is the generic header's Reserved field (RFC 4340 §5.1).
 	reservedByte = 9
 	keyPhaseBit  = 1
+	// shortPhaseBit carries the key phase in byte 8 of a short-seqno header.
+	shortPhaseBit = 1 << 5
 	// replayWindow is how far behind the newest sequence number a packet
 	// may arrive; older or already seen ones are replays.
 	replayWindow = 4096
@@ -127,7 +131,7 @@ func sealPacket(a cipher.AEAD, nonce []byte, phase uint8, buf []byte, hl, n int,
 // from plain, which must be buf[hl:n] itself or not overlap buf. Sealing
 // from the queued inner packet saves copying every payload into buf first.
 func sealPacketFrom(a cipher.AEAD, nonce []byte, phase uint8, buf []byte, hl int, plain []byte, seq uint64) int {
-	buf[reservedByte] = phase
+	setKeyPhase(buf, phase)
 	buf[5] = buf[5]&0xf0 | 1 // CsCov 1: the checksum covers the header only
 	out := a.Seal(buf[hl:hl], nonceOf(nonce, seq), plain, buf[:hl])
 	return hl + len(out)
@@ -219,4 +223,24 @@ func (r *replay) mark(seq uint64) {
 		r.top = seq
 	}
 	r.bits[(seq/64)%uint64(len(r.bits))] |= 1 << (seq % 64)
+}
+
+// setKeyPhase writes the key phase into the packet's header: the Reserved
+// byte of the X=1 generic header, or, with short sequence numbers (X=0,
+// whose generic header has no such byte), the lowest of the three Reserved
+// bits before the Type.
+func setKeyPhase(buf []byte, phase uint8) {
+	if buf[8]&1 == 0 {
+		buf[8] = buf[8]&^shortPhaseBit | (phase&keyPhaseBit)<<5
+		return
+	}
+	buf[reservedByte] = phase
+}
+
+// keyPhase reads the key phase setKeyPhase wrote.
+func keyPhase(b []byte) uint8 {
+	if b[8]&1 == 0 {
+		return b[8] & shortPhaseBit >> 5
+	}
+	return b[reservedByte] & keyPhaseBit
 }

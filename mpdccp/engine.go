@@ -271,7 +271,10 @@ type Endpoint struct {
 	fb        ccid.Feedback
 	// testBadJoinHMAC corrupts the MP_HMAC of joins (tests).
 	testBadJoinHMAC bool
-	sec             *epSec // secure mode (secure.go); nil: plain RFC 9897
+	// testLongSeqnos: neither offer nor allow short sequence numbers, as
+	// an implementation without the feature (tests).
+	testLongSeqnos bool
+	sec            *epSec // secure mode (secure.go); nil: plain RFC 9897
 	// limiter bounds the first-subflow Requests each source address may
 	// make the server process (both modes; secure.go).
 	limiter rateLimiter
@@ -662,6 +665,10 @@ func (e *Endpoint) HandleDatagram(now mono.Time, local int, from netip.AddrPort,
 	}
 	key := sfKey{remote: from, local: p.DstPort, rem: p.SrcPort}
 	sf := e.byKey[key]
+	if sf != nil && p.Short && !sf.extendShort(p, p.Seq, p.Ack) {
+		e.drop(DropMalformed)
+		return
+	}
 	opened := false
 	if sf == nil && p.Type != wire.TypeRequest {
 		sf, opened = e.rebind(now, from, p, residual, b, ecn)
@@ -701,7 +708,11 @@ func (e *Endpoint) HandleDatagram(now mono.Time, local int, from netip.AddrPort,
 // moves the subflow to the new address. In secure mode only a packet that
 // opens under the subflow's key moves it (opened reports that it was).
 func (e *Endpoint) rebind(now mono.Time, from netip.AddrPort, p *wire.Packet, residual uint16, b []byte, ecn uint8) (*subflow, bool) {
+	seq, ack := p.Seq, p.Ack // as received: short ones are read per subflow
 	for _, sf := range e.byPorts[portKey{p.DstPort, p.SrcPort}] {
+		if p.Short && !sf.extendShort(p, seq, ack) {
+			continue
+		}
 		// Only a packet newer than anything received may move a subflow: a
 		// replayed packet from another address must not hijack it.
 		if sf.state < sfPartOpen || sf.state >= sfClosed || !sf.seqValid(p) || !seqLess(sf.gsr, p.Seq) ||

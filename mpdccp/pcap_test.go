@@ -38,7 +38,8 @@ func TestSessionPcapTshark(t *testing.T) {
 	}
 	type sent struct {
 		typ      wire.Type
-		seq, ack uint64
+		seq, ack uint64 // 24-bit when short
+		short    bool
 	}
 	var pkts []sent
 	h.tap = func(side, path int, b []byte) bool {
@@ -54,7 +55,7 @@ func TestSessionPcapTshark(t *testing.T) {
 		if err := w.WritePacket(ts, src, dst, b); err != nil {
 			t.Fatal(err)
 		}
-		pkts = append(pkts, sent{p.Type, p.Seq, p.Ack})
+		pkts = append(pkts, sent{p.Type, p.Seq, p.Ack, p.Short})
 		return true
 	}
 	c := h.dial(2)
@@ -76,7 +77,9 @@ func TestSessionPcapTshark(t *testing.T) {
 	if err := os.WriteFile(path, buf.Bytes(), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	fields := []string{"dccp.type", "dccp.seq_raw", "dccp.ack_raw", "dccp.checksum.status", "_ws.malformed", "_ws.expert.severity"}
+	// Wireshark gives a short (X=0) packet's 24-bit sequence number in
+	// dccp.seq (its seq_raw stays empty) and its 24-bit ack in ack_raw.
+	fields := []string{"dccp.type", "dccp.seq_raw", "dccp.ack_raw", "dccp.checksum.status", "_ws.malformed", "_ws.expert.severity", "dccp.x", "dccp.seq"}
 	args := []string{"-r", path, "-n", "-o", "dccp.check_checksum:TRUE", "-T", "fields", "-E", "separator=/t",
 		"-E", "occurrence=a", "-E", "aggregator=,"}
 	for _, f := range fields {
@@ -91,12 +94,21 @@ func TestSessionPcapTshark(t *testing.T) {
 		t.Fatalf("tshark shows %d packets, wrote %d", len(lines), len(pkts))
 	}
 	types := map[wire.Type]int{}
+	shorts := 0
 	for i, line := range lines {
 		f := strings.Split(line, "\t")
 		p := pkts[i]
 		types[p.typ]++
-		if len(f) != len(fields) || f[0] != strconv.Itoa(int(p.typ)) || f[1] != strconv.FormatUint(p.seq, 10) {
-			t.Fatalf("frame %d: %q, sent %v seq %d", i+1, line, p.typ, p.seq)
+		if len(f) != len(fields) || f[0] != strconv.Itoa(int(p.typ)) {
+			t.Fatalf("frame %d: %q, sent %v", i+1, line, p.typ)
+		}
+		seq, x := f[1], "1"
+		if p.short {
+			seq, x = strings.Split(f[7], ",")[0], "0"
+			shorts++
+		}
+		if f[6] != x || seq != strconv.FormatUint(p.seq, 10) {
+			t.Fatalf("frame %d: %q, sent %v seq %d short %v", i+1, line, p.typ, p.seq, p.short)
 		}
 		if p.typ.HasAck() && f[2] != strconv.FormatUint(p.ack, 10) {
 			t.Fatalf("frame %d: ack %q, sent %d", i+1, f[2], p.ack)
@@ -114,6 +126,9 @@ func TestSessionPcapTshark(t *testing.T) {
 			t.Errorf("session has no %v packet: %v", typ, types)
 		}
 	}
-	t.Logf("%d packets checked: %v", len(pkts), types)
+	if shorts == 0 {
+		t.Error("no packet with short sequence numbers (X=0): Allow Short Seqnos was not agreed")
+	}
+	t.Logf("%d packets checked, %d with short sequence numbers: %v", len(pkts), shorts, types)
 	_ = netip.Addr{}
 }

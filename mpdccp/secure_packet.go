@@ -105,7 +105,7 @@ func (c *Conn) secOpen(now mono.Time, sf *subflow, b []byte, p *wire.Packet, ecn
 		e.drop(DropReplay)
 		return false
 	}
-	key, update := k.rxKey(now, b[reservedByte]&keyPhaseBit, p.Seq)
+	key, update := k.rxKey(now, keyPhase(b), p.Seq)
 	out, ok := openPacket(key.aead, e.sec.nonce, b, hl, p.Seq)
 	if !ok {
 		e.drop(DropAuth)
@@ -129,11 +129,17 @@ func (e *Endpoint) secRebindOpen(now mono.Time, sf *subflow, p *wire.Packet, b [
 	trial := e.sec.scratch[:len(b)]
 	copy(trial, b)
 	var tp wire.Packet
-	if wire.Parse(trial, &tp) != nil || !sf.conn.secOpen(now, sf, trial, &tp, ecn) {
+	if wire.Parse(trial, &tp) != nil {
+		return false
+	}
+	tp.Seq, tp.Ack = p.Seq, p.Ack // read against sf already (rebind)
+	if !sf.conn.secOpen(now, sf, trial, &tp, ecn) {
 		return false
 	}
 	copy(b, trial)
+	seq, ack := p.Seq, p.Ack
 	_ = wire.Parse(b, p) // the same layout, now over b
+	p.Seq, p.Ack = seq, ack
 	p.Payload = p.Payload[:len(tp.Payload)]
 	return true
 }

@@ -3,6 +3,7 @@
 package mpdccp
 
 import (
+	"bytes"
 	"encoding/binary"
 	"net/netip"
 	"time"
@@ -93,8 +94,12 @@ type subflow struct {
 	// Sequence numbers (RFC 4340 §7).
 	iss, isr, gss, gsr, gar uint64
 	swLocal, swRemote       uint64 // Sequence Window/local (for our seqs), /remote (the peer's)
-	rx                      rxState
-	gsrAt                   mono.Time
+	// Short sequence numbers (X=0, Allow Short Seqnos): shortTx, the peer
+	// confirmed ours, so our Data, Ack and DataAck carry them; shortRx,
+	// we confirmed the peer's, so we accept them.
+	shortTx, shortRx bool
+	rx               rxState
+	gsrAt            mono.Time
 
 	// Receiver-side ack scheduling.
 	rxAckRatio     int // the peer's Ack Ratio: ack every this many data packets
@@ -109,11 +114,11 @@ type subflow struct {
 	ccidOffered  [maxCCIDList]uint8 // our CCID preference list (Change L)
 	ccidOfferedN int
 	peerCCID     uint8      // the CCID agreed for the peer's half-connection
-	changes      [6]featOpt // retransmitted until confirmed
+	changes      [7]featOpt // retransmitted until confirmed
+	confirms     [7]featOpt // one-shot answers
 	// peerMinCsCov is the peer's Minimum Checksum Coverage (RFC 4340
 	// §9.2.1): 0, its initial value, accepts only full coverage.
 	peerMinCsCov   uint8
-	confirms       [6]featOpt // one-shot answers
 	lastChangeSent mono.Time
 
 	// Handshake.
@@ -365,6 +370,12 @@ func (sf *subflow) initFeatures(client bool) {
 	// We accept a checksum over the header alone: the UDP checksum covers
 	// the whole datagram, and the inner packet carries its own.
 	sf.setChange(wire.OptChangeL, wire.FeatMinCsCov, headerCsCov, 1)
+	if !sf.conn.ep.testLongSeqnos {
+		// Short sequence numbers save 8 bytes on every data packet (a
+		// DataAck header of 16 bytes instead of 24), about 0.5 % of a full
+		// packet's goodput; our preference list, 1 first.
+		sf.setChangeBytes(wire.OptChangeL, wire.FeatShortSeqnos, []byte{1, 0})
+	}
 	if client {
 		sf.setChange(wire.OptChangeR, wire.FeatMultipath, mpVersion, 1) // MP_CAPABLE: our versions
 	}
@@ -428,6 +439,18 @@ func (c *Conn) handleFeature(sf *subflow, opt wire.Option) bool {
 			}
 			sf.peerMinCsCov = vals[0]
 			sf.addConfirm(wire.OptConfirmR, feat, []byte{vals[0], vals[0]})
+		case wire.FeatShortSeqnos:
+			if c.ep.testLongSeqnos {
+				sf.addConfirm(wire.OptConfirmR, feat, nil) // as a peer that knows no such feature
+				return true
+			}
+			// Server priority (RFC 4340 §6.3.1), and both lists are ours.
+			v, ok := serverPriority(vals, []byte{1, 0}, c.ep.cfg.Role == Server)
+			if !ok {
+				return false
+			}
+			sf.shortRx = v == 1
+			sf.addConfirm(wire.OptConfirmR, feat, []byte{v, 1, 0})
 		default:
 			sf.addConfirm(wire.OptConfirmR, feat, nil)
 		}
@@ -466,6 +489,9 @@ func (c *Conn) handleFeature(sf *subflow, opt wire.Option) bool {
 			if v, err := wire.FeatureNN(vals); err == nil && v >= 32 {
 				sf.swLocal = v
 			}
+		case feat == wire.FeatShortSeqnos:
+			// An empty Confirm: the peer does not know the feature.
+			sf.shortTx = len(vals) > 0 && vals[0] == 1
 		}
 		sf.clearChange(wire.OptChangeL, feat)
 	case wire.OptConfirmL: // answer to our Change R
@@ -528,7 +554,8 @@ func (c *Conn) build(now mono.Time, sf *subflow, buf []byte, ps *pktSpec) (Trans
 	if !ok {
 		return Transmit{}, false
 	}
-	h := wire.Header{SrcPort: sf.localPort, DstPort: sf.remotePort, Type: ps.typ, Seq: sf.nextSeq(), CsCov: sf.sendCsCov()}
+	h := wire.Header{SrcPort: sf.localPort, DstPort: sf.remotePort, Type: ps.typ, Seq: sf.nextSeq(), CsCov: sf.sendCsCov(),
+		Short: sf.shortTx && sf.state == sfOpen && ps.typ.ShortCapable() && !ps.hasAckNo}
 	if ps.typ.HasAck() {
 		h.Ack = sf.gsr
 		if ps.hasAckNo {
@@ -674,4 +701,35 @@ func (c *Conn) putJoinHMAC(b *wire.Builder, sf *subflow) {
 		mac[0] ^= 1
 	}
 	_ = b.MP(&wire.MPOption{Type: wire.MPHMAC, HMAC: mac[:]})
+}
+
+// serverPriority picks a server-priority feature's value (RFC 4340
+// §6.3.1): the first entry of the server's preference list that the
+// client's also holds. theirs is the peer's list, ours our own; server
+// says which of us is the server. ok is false when the lists share nothing.
+func serverPriority(theirs, ours []byte, server bool) (byte, bool) {
+	srv, cli := theirs, ours
+	if server {
+		srv, cli = ours, theirs
+	}
+	for _, v := range srv {
+		if bytes.IndexByte(cli, v) >= 0 {
+			return v, true
+		}
+	}
+	return 0, false
+}
+
+// extendShort reads a short-seqno packet's Sequence and Acknowledgement
+// Numbers against GSR and GSS (RFC 4340 §7.6); false when sf never allowed
+// short sequence numbers (§7.6.1: such packets are ignored).
+func (sf *subflow) extendShort(p *wire.Packet, seq, ack uint64) bool {
+	if !sf.shortRx {
+		return false
+	}
+	p.Seq = wire.ExtendSeq(sf.gsr, seq)
+	if p.Type.HasAck() {
+		p.Ack = wire.ExtendSeq(sf.gss, ack)
+	}
+	return true
 }

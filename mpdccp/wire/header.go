@@ -14,9 +14,15 @@ type Header struct {
 	CCVal            uint8 // 4 bits, for the sender's CCID
 	CsCov            uint8 // 4 bits, checksum coverage (§9.2)
 	Type             Type
-	Seq              uint64 // 48-bit Sequence Number
-	// Ack is the 48-bit Acknowledgement Number, meaningful when Type.HasAck().
+	Seq              uint64 // 48-bit Sequence Number (24-bit when Short)
+	// Ack is the 48-bit Acknowledgement Number, meaningful when Type.HasAck()
+	// (24-bit when Short).
 	Ack uint64
+	// Short: the packet has short sequence numbers (X=0, RFC 4340 §5.1),
+	// legal only on Data, Ack and DataAck once the receiver allowed them
+	// (Allow Short Seqnos, §7.6.1). Parse leaves their low 24 bits in Seq
+	// and Ack; the receiver extends them (ExtendSeq).
+	Short bool
 	// ServiceCode is carried by Request and Response (§5.2, §5.3).
 	ServiceCode uint32
 	// ResetCode and ResetData are carried by Reset (§5.6).
@@ -47,8 +53,38 @@ func HeaderLen(t Type) int {
 	return int(headerLens[t])
 }
 
+// ShortCapable reports whether packets of type t may carry short sequence
+// numbers (RFC 4340 §5.1: Data, Ack and DataAck only).
+func (t Type) ShortCapable() bool { return t == TypeData || t == TypeAck || t == TypeDataAck }
+
+// shortHeaderLen is HeaderLen for X=0: a 12-byte generic header and a
+// 4-byte Acknowledgement Number subheader.
+func shortHeaderLen(t Type) int {
+	if t == TypeData {
+		return shortGenericHeaderLen
+	}
+	return shortGenericHeaderLen + shortAckSubheaderLen
+}
+
 // Len is the length of generic header + subheader for h.Type (no options).
-func (h *Header) Len() int { return HeaderLen(h.Type) }
+func (h *Header) Len() int {
+	if h.Short && h.Type.ShortCapable() {
+		return shortHeaderLen(h.Type)
+	}
+	return HeaderLen(h.Type)
+}
+
+// ExtendSeq returns the 48-bit sequence number closest to ref whose low 24
+// bits are low (RFC 4340 §7.6): how a short Sequence Number is read against
+// GSR, and a short Acknowledgement Number against GSS.
+func ExtendSeq(ref, low uint64) uint64 {
+	const half = 1 << 23
+	d := int64((low - ref) & 0xffffff) // forward distance mod 2^24
+	if d >= half {
+		d -= 1 << 24
+	}
+	return SeqAdd(ref, d)
+}
 
 // Packet is a parsed DCCP packet; Options and Payload alias the input buffer.
 type Packet struct {
@@ -63,23 +99,22 @@ type Packet struct {
 // RFC 4340 §8.5 step 1 and §5.1; it does not verify the checksum (see
 // VerifyChecksum) nor the options (see OptionIter).
 //
-// Packets with X=0 (24-bit sequence numbers) are rejected with
-// ErrShortSeqnos: they are only legal after both ends agreed on Allow Short
-// Sequence Numbers (feature 2), which mptun never does, and RFC 4340 §7.6.1
-// says such packets are then to be ignored.
+// Packets with X=0 (24-bit sequence numbers) parse only as Data, Ack and
+// DataAck (others fail with ErrShortSeqnos), with Short set; whether the
+// receiver allowed them (Allow Short Seqnos, feature 2) is its call.
 func Parse(b []byte, p *Packet) error {
-	if len(b) < 12 {
+	if len(b) < shortGenericHeaderLen {
 		return fmt.Errorf("%w: %d bytes, generic header needs at least 12", ErrTruncated, len(b))
-	}
-	if b[8]&1 == 0 {
-		return ErrShortSeqnos
-	}
-	if len(b) < GenericHeaderLen {
-		return fmt.Errorf("%w: %d bytes, X=1 generic header needs 16", ErrTruncated, len(b))
 	}
 	t := Type(b[8]>>1) & 0xf
 	if !t.Valid() {
 		return fmt.Errorf("%w %d", ErrReservedType, t)
+	}
+	if b[8]&1 == 0 {
+		return parseShort(b, t, p)
+	}
+	if len(b) < GenericHeaderLen {
+		return fmt.Errorf("%w: %d bytes, X=1 generic header needs 16", ErrTruncated, len(b))
 	}
 	hl := int(headerLens[t])
 	off := int(b[4]) * 4
@@ -95,6 +130,7 @@ func Parse(b []byte, p *Packet) error {
 	h.CCVal = b[5] >> 4
 	h.CsCov = b[5] & 0xf
 	h.Type = t
+	h.Short = false
 	h.Seq = get48(b[10:])
 	h.Ack = 0
 	h.ServiceCode = 0
@@ -119,13 +155,51 @@ func Parse(b []byte, p *Packet) error {
 	return nil
 }
 
-// PeekType returns the type of the X=1 packet in b without a full parse.
+// parseShort is Parse for an X=0 packet of type t.
+func parseShort(b []byte, t Type, p *Packet) error {
+	if !t.ShortCapable() {
+		return fmt.Errorf("%w: on a %s packet", ErrShortSeqnos, t)
+	}
+	hl := shortHeaderLen(t)
+	off := int(b[4]) * 4
+	if off < hl {
+		return fmt.Errorf("%w: %d bytes, short %s header needs %d", ErrBadDataOffset, off, t, hl)
+	}
+	if off > len(b) {
+		return fmt.Errorf("%w: %d bytes beyond packet of %d", ErrBadDataOffset, off, len(b))
+	}
+	h := &p.Header
+	h.SrcPort = binary.BigEndian.Uint16(b[0:])
+	h.DstPort = binary.BigEndian.Uint16(b[2:])
+	h.CCVal = b[5] >> 4
+	h.CsCov = b[5] & 0xf
+	h.Type = t
+	h.Short = true
+	h.Seq = get24(b[9:])
+	h.Ack = 0
+	if t != TypeData {
+		h.Ack = get24(b[13:])
+	}
+	h.ServiceCode = 0
+	h.ResetCode = 0
+	h.ResetData = [3]byte{}
+	p.Options = b[hl:off:off]
+	p.Payload = b[off:]
+	return nil
+}
+
+// PeekType returns the type of the packet in b without a full parse.
 func PeekType(b []byte) (Type, bool) {
-	if len(b) < GenericHeaderLen || b[8]&1 == 0 {
+	if len(b) < shortGenericHeaderLen || b[8]&1 == 1 && len(b) < GenericHeaderLen {
 		return 0, false
 	}
 	t := Type(b[8]>>1) & 0xf
 	return t, t.Valid()
+}
+
+func get24(b []byte) uint64 {
+	_ = b[2]
+	return uint64(b[0])<<16 | uint64(b[1])<<8 | uint64(b[2])
 }
 
 func get48(b []byte) uint64 {
@@ -147,11 +221,21 @@ func put48(b []byte, v uint64) {
 // putHeader writes h (generic header + subheader, Data Offset and checksum
 // zero) into b, which has at least h.Len() bytes.
 func putHeader(b []byte, h *Header) {
-	hl := int(headerLens[h.Type])
+	hl := h.Len()
 	clear(b[:hl])
 	binary.BigEndian.PutUint16(b[0:], h.SrcPort)
 	binary.BigEndian.PutUint16(b[2:], h.DstPort)
 	b[5] = h.CCVal<<4 | h.CsCov&0xf
+	if h.Short && h.Type.ShortCapable() {
+		// X=0: Sequence Number in bytes 9-11, the Acknowledgement Number's
+		// low 24 bits in 13-15 (byte 12 reserved).
+		b[8] = byte(h.Type) << 1
+		b[9], b[10], b[11] = byte(h.Seq>>16), byte(h.Seq>>8), byte(h.Seq)
+		if h.Type != TypeData {
+			b[13], b[14], b[15] = byte(h.Ack>>16), byte(h.Ack>>8), byte(h.Ack)
+		}
+		return
+	}
 	b[8] = byte(h.Type)<<1 | 1
 	put48(b[10:], h.Seq)
 	switch h.Type {

@@ -72,6 +72,9 @@ const (
 	GenericHeaderLen = 16
 	// ackSubheaderLen is the X=1 Acknowledgement Number subheader (§5.3).
 	ackSubheaderLen = 8
+	// shortGenericHeaderLen and shortAckSubheaderLen are their X=0 forms.
+	shortGenericHeaderLen = 12
+	shortAckSubheaderLen  = 4
 	// DefaultPort is the IANA port of DCCP-UDP (RFC 6773 §3.1 / §6): 6511/udp.
 	DefaultPort = 6511
 	// MaxSeq is the largest 48-bit sequence number.
@@ -86,7 +89,7 @@ const (
 var (
 	ErrTruncated      = errors.New("dccp: packet truncated")
 	ErrBadHeader      = errors.New("dccp: bad header")
-	ErrShortSeqnos    = errors.New("dccp: short sequence numbers (X=0) not supported")
+	ErrShortSeqnos    = errors.New("dccp: short sequence numbers (X=0) where the type needs X=1")
 	ErrReservedType   = errors.New("dccp: reserved packet type")
 	ErrBadDataOffset  = errors.New("dccp: bad data offset")
 	ErrBadOption      = errors.New("dccp: malformed option")

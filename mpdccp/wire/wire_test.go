@@ -304,7 +304,9 @@ func TestParseErrors(t *testing.T) {
 	}{
 		{"empty", nil, ErrTruncated},
 		{"11 bytes", good[:11], ErrTruncated},
-		{"X=0", mod(func(b []byte) []byte { b[8] &^= 1; return b }), ErrShortSeqnos},
+		{"X=0 Request", mod(func(b []byte) []byte { b[8] = byte(TypeRequest) << 1; return b }), ErrShortSeqnos},
+		{"X=0 Sync", mod(func(b []byte) []byte { b[8] = byte(TypeSync) << 1; return b }), ErrShortSeqnos},
+		{"X=0 Ack offset below its 16 bytes", mod(func(b []byte) []byte { b[8] &^= 1; b[4] = 3; return b }), ErrBadDataOffset},
 		{"X=1 but 12 bytes", good[:12], ErrTruncated},
 		{"reserved type 10", mod(func(b []byte) []byte { b[8] = 10<<1 | 1; return b }), ErrReservedType},
 		{"reserved type 15", mod(func(b []byte) []byte { b[8] = 15<<1 | 1; return b }), ErrReservedType},
@@ -807,5 +809,72 @@ func TestFeatureNNAndDataDropped(t *testing.T) {
 	}
 	if v, err := ParseDataChecksum(h("01020304")); err != nil || v != 0x01020304 {
 		t.Fatal(v, err)
+	}
+}
+
+// TestShortSeqnos: X=0 headers (RFC 4340 §5.1) of Data, Ack and DataAck
+// round-trip with their 24-bit numbers, 12 and 16 bytes long, and read
+// back to 48 bits against a reference (§7.6).
+func TestShortSeqnos(t *testing.T) {
+	for _, typ := range []Type{TypeData, TypeAck, TypeDataAck} {
+		h := Header{SrcPort: 5000, DstPort: 6511, Type: typ, Seq: 0xabcdef, Ack: 0x123456, CCVal: 3, Short: true}
+		want := 16
+		if typ == TypeData {
+			want = 12
+		}
+		if h.Len() != want {
+			t.Errorf("%v: short header %d bytes, want %d", typ, h.Len(), want)
+		}
+		buf := make([]byte, 64)
+		var b Builder
+		if err := b.Begin(buf, &h); err != nil {
+			t.Fatal(err)
+		}
+		if err := b.MP(&MPOption{Type: MPSeq, Seq: 77}); err != nil {
+			t.Fatal(err)
+		}
+		n, err := b.Finish([]byte("payload"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if buf[8]&1 != 0 || n != want+12+7 {
+			t.Fatalf("%v: X bit %d, length %d", typ, buf[8]&1, n)
+		}
+		var p Packet
+		if err := Parse(buf[:n], &p); err != nil {
+			t.Fatalf("%v: %v", typ, err)
+		}
+		wantAck := uint64(0x123456)
+		if typ == TypeData {
+			wantAck = 0
+		}
+		if !p.Short || p.Type != typ || p.Seq != 0xabcdef || p.Ack != wantAck || p.CCVal != 3 || string(p.Payload) != "payload" {
+			t.Errorf("%v: parsed %+v payload %q", typ, p.Header, p.Payload)
+		}
+		if it := NewOptionIter(p.Options); true {
+			o, ok := it.Next()
+			var mo MPOption
+			if !ok || o.Type != OptMultipath || ParseMP(o.Data, &mo) != nil || mo.Seq != 77 {
+				t.Errorf("%v: options %x", typ, p.Options)
+			}
+		}
+	}
+	// Types that need X=1 ignore Short.
+	h := Header{Type: TypeSync, Seq: 1 << 40, Ack: 5, Short: true}
+	if h.Len() != 24 {
+		t.Errorf("short Sync header %d bytes, want the X=1 24", h.Len())
+	}
+	for _, tc := range []struct{ ref, low, want uint64 }{
+		{0x1000000, 0x000005, 0x1000005},
+		{0x1000005, 0xfffffe, 0x0fffffe},     // just behind, across the 24-bit wrap
+		{0x0fffffe, 0x000003, 0x1000003},     // just ahead, across it
+		{0x5_7fffff, 0x000000, 0x5_000000},   // 2^23-1 behind
+		{0x5_800001, 0x000000, 0x6_000000},   // 2^23-1 ahead
+		{0xffffffffffff, 0x000001, 0x000001}, // across the 48-bit wrap
+		{0x000001, 0xffffff, 0xffffffffffff},
+	} {
+		if got := ExtendSeq(tc.ref, tc.low); got != tc.want {
+			t.Errorf("ExtendSeq(%#x, %#x) = %#x, want %#x", tc.ref, tc.low, got, tc.want)
+		}
 	}
 }
