@@ -53,7 +53,7 @@ const ResidualGood = 0xffff
 // clamped to the whole packet. An address the sender does not know (an
 // invalid or unspecified one) counts as zeros.
 func SetChecksum(pkt []byte, src, dst netip.Addr) {
-	if len(pkt) < GenericHeaderLen {
+	if len(pkt) < minGenericHeader(pkt) {
 		return
 	}
 	pkt[6], pkt[7] = 0, 0
@@ -94,7 +94,7 @@ func ChecksumResidual(pkt []byte, src, dst netip.Addr) (residual uint16, ok bool
 // (CsCov-1)*4 payload bytes. ok is false if that exceeds the packet, the
 // Data Offset does, or pkt is shorter than a generic header.
 func Coverage(pkt []byte) (n int, ok bool) {
-	if len(pkt) < GenericHeaderLen {
+	if len(pkt) < minGenericHeader(pkt) {
 		return 0, false
 	}
 	off := int(pkt[4]) * 4
@@ -110,6 +110,15 @@ func Coverage(pkt []byte) (n int, ok bool) {
 		return 0, false
 	}
 	return n, true
+}
+
+// minGenericHeader is the shortest generic header pkt can have: 12 bytes
+// with short sequence numbers (X=0), else 16.
+func minGenericHeader(pkt []byte) int {
+	if len(pkt) > 8 && pkt[8]&1 == 0 {
+		return shortGenericHeaderLen
+	}
+	return GenericHeaderLen
 }
 
 // UDPChecksum returns the UDP checksum field (RFC 768) of a datagram from
