@@ -3,7 +3,6 @@
 package mpdccp
 
 import (
-	"bytes"
 	"encoding/binary"
 	"net/netip"
 	"time"
@@ -344,6 +343,9 @@ func putNN(b []byte, v uint64) {
 // nibble, the low nibble unassigned.
 const mpVersion = 0x00
 
+// shortSeqnosPrefs is our preference list for Allow Short Seqnos: yes, else no.
+var shortSeqnosPrefs = []byte{1, 0}
+
 // headerCsCov is the checksum coverage of the header and options alone
 // (RFC 4340 §9.2): the Minimum Checksum Coverage we announce and, once the
 // peer announces it too, the coverage we send with.
@@ -374,7 +376,7 @@ func (sf *subflow) initFeatures(client bool) {
 		// Short sequence numbers save 8 bytes on every data packet (a
 		// DataAck header of 16 bytes instead of 24), about 0.5 % of a full
 		// packet's goodput; our preference list, 1 first.
-		sf.setChangeBytes(wire.OptChangeL, wire.FeatShortSeqnos, []byte{1, 0})
+		sf.setChangeBytes(wire.OptChangeL, wire.FeatShortSeqnos, shortSeqnosPrefs)
 	}
 	if client {
 		sf.setChange(wire.OptChangeR, wire.FeatMultipath, mpVersion, 1) // MP_CAPABLE: our versions
@@ -445,12 +447,16 @@ func (c *Conn) handleFeature(sf *subflow, opt wire.Option) bool {
 				return true
 			}
 			// Server priority (RFC 4340 §6.3.1), and both lists are ours.
-			v, ok := serverPriority(vals, []byte{1, 0}, c.ep.cfg.Role == Server)
+			server, client := vals, shortSeqnosPrefs
+			if c.ep.cfg.Role == Server {
+				server, client = client, server
+			}
+			v, ok := reconcileSP(server, client)
 			if !ok {
 				return false
 			}
 			sf.shortRx = v == 1
-			sf.addConfirm(wire.OptConfirmR, feat, []byte{v, 1, 0})
+			sf.addConfirm(wire.OptConfirmR, feat, confirmList(nil, v, shortSeqnosPrefs))
 		default:
 			sf.addConfirm(wire.OptConfirmR, feat, nil)
 		}
@@ -703,22 +709,6 @@ func (c *Conn) putJoinHMAC(b *wire.Builder, sf *subflow) {
 	_ = b.MP(&wire.MPOption{Type: wire.MPHMAC, HMAC: mac[:]})
 }
 
-// serverPriority picks a server-priority feature's value (RFC 4340
-// §6.3.1): the first entry of the server's preference list that the
-// client's also holds. theirs is the peer's list, ours our own; server
-// says which of us is the server. ok is false when the lists share nothing.
-func serverPriority(theirs, ours []byte, server bool) (byte, bool) {
-	srv, cli := theirs, ours
-	if server {
-		srv, cli = ours, theirs
-	}
-	for _, v := range srv {
-		if bytes.IndexByte(cli, v) >= 0 {
-			return v, true
-		}
-	}
-	return 0, false
-}
 
 // extendShort reads a short-seqno packet's Sequence and Acknowledgement
 // Numbers against GSR and GSS (RFC 4340 §7.6); false when sf never allowed
