@@ -709,7 +709,6 @@ func (c *Conn) putJoinHMAC(b *wire.Builder, sf *subflow) {
 	_ = b.MP(&wire.MPOption{Type: wire.MPHMAC, HMAC: mac[:]})
 }
 
-
 // extendShort reads a short-seqno packet's Sequence and Acknowledgement
 // Numbers against GSR and GSS (RFC 4340 §7.6); false when sf never allowed
 // short sequence numbers (§7.6.1: such packets are ignored).
