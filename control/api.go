@@ -206,6 +206,12 @@ type PathStatus struct {
 	Suspect    bool   `json:"suspect"`
 	Suspicions uint64 `json:"suspicions"`
 	Reinjected uint64 `json:"reinjected"`
+	// What the ends agreed for the path's data packets: 24-bit sequence
+	// numbers (Allow Short Seqnos), and a DCCP checksum over the header
+	// only ("header": sealed, or the peer accepts it) or the whole packet
+	// ("full").
+	ShortSeqnos      bool   `json:"short_seqnos"`
+	ChecksumCoverage string `json:"checksum_coverage"`
 }
 
 // Up reports whether the path is open, not declared failed nor suspected.

@@ -116,7 +116,8 @@ func (d *Daemon) connStatus(now mono.Time, c *mpdccp.Conn, set pathmgr.Settings,
 			PacketsSent: cc.PacketsSent, PacketsLost: cc.PacketsLost, ECNMarks: cc.ECNMarks,
 			Spurious: cc.SpuriousEvents, Timeouts: cc.Timeouts, LastHeardMs: ms(now.Sub(p.LastHeard)),
 			PacingLateMeanUs: float64(cc.PacingLateMean) / 1e3, PacingLateMaxUs: float64(cc.PacingLateMax) / 1e3,
-			Suspect: p.Suspect, Suspicions: p.Suspicions, Reinjected: p.Reinjected}
+			Suspect: p.Suspect, Suspicions: p.Suspicions, Reinjected: p.Reinjected,
+			ShortSeqnos: p.ShortSeqnos, ChecksumCoverage: coverageName(p.HeaderChecksum)}
 		ps.DatagramsSent, ps.DatagramsReceived = p.PacketsOut, p.PacketsIn
 		ps.BytesSent, ps.BytesReceived = p.BytesOut, p.BytesIn
 		if !server {
@@ -227,4 +228,12 @@ func reorderStatus(s reorder.Stats) control.ReorderStats {
 func aqmStatus(s aqm.Stats) control.AQMStats {
 	return control.AQMStats{Enqueued: s.Enqueued, Dequeued: s.Dequeued, Marked: s.Marked,
 		Dropped: s.Dropped, TailDropped: s.TailDropped, Superseded: s.Superseded, MaxSojourn: s.MaxSojourn}
+}
+
+// coverageName names a path's DCCP checksum coverage for the status API.
+func coverageName(header bool) string {
+	if header {
+		return "header"
+	}
+	return "full"
 }

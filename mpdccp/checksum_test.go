@@ -285,6 +285,9 @@ func TestChecksumCoverageNegotiated(t *testing.T) {
 		if announce && (cov[1][0] != 0 || cov[1][1] == 0) {
 			t.Errorf("server sent %d data packets fully covered, %d over the header", cov[1][0], cov[1][1])
 		}
+		if got := ep[1].Conns()[0].Stats().Paths[0].HeaderChecksum; got != announce {
+			t.Errorf("announce %v: the server reports a header-only checksum: %v", announce, got)
+		}
 		if !announce && (cov[1][1] != 0 || cov[1][0] == 0) {
 			t.Errorf("unannounced: server sent %d data packets over the header alone to a peer that accepts only full coverage (%d full)", cov[1][1], cov[1][0])
 		}

@@ -179,6 +179,10 @@ type PathStats struct {
 	Suspect    bool
 	Suspicions uint64
 	Reinjected uint64
+	// ShortSeqnos: the path's data packets carry 24-bit sequence numbers
+	// (the peer agreed, RFC 4340 §7.6.1); HeaderChecksum: their DCCP
+	// checksum covers the header only (the peer accepts CsCov 1, §9.2.1).
+	ShortSeqnos, HeaderChecksum bool
 	PathCounters
 }
 
@@ -214,7 +218,8 @@ func (c *Conn) Stats() ConnStats {
 		s.Paths = append(s.Paths, PathStats{ID: sf.id, State: sf.state.String(), Failed: sf.failed, Join: sf.join,
 			Local: sf.local, LocalAddr: sf.localAddr, Remote: sf.remote, Prio: sf.prio, CCID: sf.cc.Name(),
 			CC: sf.cc.State(), PeerRTT: sf.peerRTT, LastHeard: sf.lastHeard, Suspect: sf.sus.on,
-			Suspicions: sf.sus.count, Reinjected: sf.sus.reinjected, PathCounters: sf.stats})
+			Suspicions: sf.sus.count, Reinjected: sf.sus.reinjected, PathCounters: sf.stats,
+			ShortSeqnos: sf.shortTx, HeaderChecksum: sf.sendCsCov() == headerCsCov || c.sec != nil})
 		if t := &sf.inDelay; t.set {
 			ps := &s.Paths[len(s.Paths)-1]
 			ps.InQueue, ps.OutQueue = t.excess, outOfRTT(&ps.CC, t.excess)

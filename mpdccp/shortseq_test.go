@@ -72,6 +72,13 @@ func TestShortSeqnosNegotiated(t *testing.T) {
 					t.Errorf("side %d sent %d data packets with short sequence numbers, %d with long ones", side, short[side], long[side])
 				}
 			}
+			for side, cc := range []*Conn{c, sc} {
+				for _, ps := range cc.Stats().Paths {
+					if ps.ShortSeqnos == tc.long || !ps.HeaderChecksum {
+						t.Errorf("side %d path %d reports short seqnos %v, header checksum %v", side, ps.ID, ps.ShortSeqnos, ps.HeaderChecksum)
+					}
+				}
+			}
 			t.Logf("short %v long %v; repaired %d", short, long, c.Stats().Repaired)
 		})
 	}
