@@ -117,25 +117,13 @@ func Parse(b []byte, p *Packet) error {
 		return fmt.Errorf("%w: %d bytes, X=1 generic header needs 16", ErrTruncated, len(b))
 	}
 	hl := int(headerLens[t])
-	off := int(b[4]) * 4
-	if off < hl {
-		return fmt.Errorf("%w: %d bytes, %s header needs %d", ErrBadDataOffset, off, t, hl)
-	}
-	if off > len(b) {
-		return fmt.Errorf("%w: %d bytes beyond packet of %d", ErrBadDataOffset, off, len(b))
+	off, err := dataOffset(b, t, hl, false)
+	if err != nil {
+		return err
 	}
 	h := &p.Header
-	h.SrcPort = binary.BigEndian.Uint16(b[0:])
-	h.DstPort = binary.BigEndian.Uint16(b[2:])
-	h.CCVal = b[5] >> 4
-	h.CsCov = b[5] & 0xf
-	h.Type = t
-	h.Short = false
+	setGeneric(h, b, t, false)
 	h.Seq = get48(b[10:])
-	h.Ack = 0
-	h.ServiceCode = 0
-	h.ResetCode = 0
-	h.ResetData = [3]byte{}
 	switch t {
 	case TypeRequest:
 		h.ServiceCode = binary.BigEndian.Uint32(b[16:])
@@ -161,31 +149,51 @@ func parseShort(b []byte, t Type, p *Packet) error {
 		return fmt.Errorf("%w: on a %s packet", ErrShortSeqnos, t)
 	}
 	hl := shortHeaderLen(t)
-	off := int(b[4]) * 4
-	if off < hl {
-		return fmt.Errorf("%w: %d bytes, short %s header needs %d", ErrBadDataOffset, off, t, hl)
-	}
-	if off > len(b) {
-		return fmt.Errorf("%w: %d bytes beyond packet of %d", ErrBadDataOffset, off, len(b))
+	off, err := dataOffset(b, t, hl, true)
+	if err != nil {
+		return err
 	}
 	h := &p.Header
+	setGeneric(h, b, t, true)
+	h.Seq = get24(b[9:])
+	if t != TypeData {
+		h.Ack = get24(b[13:])
+	}
+	p.Options = b[hl:off:off]
+	p.Payload = b[off:]
+	return nil
+}
+
+// dataOffset returns b's Data Offset in bytes, checked against the header
+// length hl of its type t (short: the X=0 form) and against b's length.
+func dataOffset(b []byte, t Type, hl int, short bool) (int, error) {
+	off := int(b[4]) * 4
+	if off < hl {
+		form := ""
+		if short {
+			form = "short "
+		}
+		return 0, fmt.Errorf("%w: %d bytes, %s%s header needs %d", ErrBadDataOffset, off, form, t, hl)
+	}
+	if off > len(b) {
+		return 0, fmt.Errorf("%w: %d bytes beyond packet of %d", ErrBadDataOffset, off, len(b))
+	}
+	return off, nil
+}
+
+// setGeneric fills the header fields both forms share from b and clears
+// the ones only some types carry.
+func setGeneric(h *Header, b []byte, t Type, short bool) {
 	h.SrcPort = binary.BigEndian.Uint16(b[0:])
 	h.DstPort = binary.BigEndian.Uint16(b[2:])
 	h.CCVal = b[5] >> 4
 	h.CsCov = b[5] & 0xf
 	h.Type = t
-	h.Short = true
-	h.Seq = get24(b[9:])
+	h.Short = short
 	h.Ack = 0
-	if t != TypeData {
-		h.Ack = get24(b[13:])
-	}
 	h.ServiceCode = 0
 	h.ResetCode = 0
 	h.ResetData = [3]byte{}
-	p.Options = b[hl:off:off]
-	p.Payload = b[off:]
-	return nil
 }
 
 // PeekType returns the type of the packet in b without a full parse.
