@@ -198,7 +198,7 @@ func setGeneric(h *Header, b []byte, t Type, short bool) {
 
 // PeekType returns the type of the packet in b without a full parse.
 func PeekType(b []byte) (Type, bool) {
-	if len(b) < shortGenericHeaderLen || b[8]&1 == 1 && len(b) < GenericHeaderLen {
+	if len(b) < minGenericHeader(b) {
 		return 0, false
 	}
 	t := Type(b[8]>>1) & 0xf
