@@ -188,6 +188,18 @@ func (b *BBR) randomLossRound() bool {
 		b.lostInRoundBytes <= b.par.RandomLossMax*(b.lostInRoundBytes+b.deliveredInRound)
 }
 
+// randomLossInStartup is randomLossRound for Startup's loss exit: no RTT
+// sample of the round showed a queue, noise or not. Startup doubles its
+// flight every round and overfills a buffer within one, while the
+// round's smallest RTT is still near the minimum; judged by that, a
+// second flow's Startup on a jittery 100 ms path ran on through its
+// losses (two BBR flows' Jain index, mean of ten seeds: 0.86 -> 0.77).
+func (b *BBR) randomLossInStartup() bool {
+	return b.par.RandomLossMax > 0 && b.minRTT > 0 && b.maxRTTInRound > 0 &&
+		b.maxRTTInRound <= b.minRTT+b.queueThreshold() &&
+		b.lostInRoundBytes <= b.par.RandomLossMax*(b.lostInRoundBytes+b.deliveredInRound)
+}
+
 // randomLoss reports whether the losses just seen look random rather
 // than congestive (RandomLossMax): the latest RTT shows no standing queue
 // and the round so far lost little. The latest, not the round's smallest:
@@ -802,7 +814,7 @@ func (b *BBR) checkStartupHighLoss() {
 		return
 	}
 	tooHigh := b.lossPktsInRound >= bbrStartupFullLoss &&
-		b.lostInRoundBytes > bbrLossThresh*(b.lostInRoundBytes+b.deliveredInRound) && !b.randomLossRound()
+		b.lostInRoundBytes > bbrLossThresh*(b.lostInRoundBytes+b.deliveredInRound) && !b.randomLossInStartup()
 	tooHigh = tooHigh || b.ecnInRound && b.rs.ecn > bbrECNThresh*b.rs.newlyAcked
 	if tooHigh {
 		b.hiUndo.round, b.hiUndo.inflightHi, b.hiUndo.startupExit = max(b.roundCount, 1), b.inflightHi, true
