@@ -184,8 +184,7 @@ func DefaultBBRParams() BBRParams {
 // randomLossRound is randomLoss for a whole round, at its end: the
 // round's smallest RTT showed no standing queue.
 func (b *BBR) randomLossRound() bool {
-	return b.par.RandomLossMax > 0 && b.noStandingQueue(b.minRTTInRound) &&
-		b.lostInRoundBytes <= b.par.RandomLossMax*(b.lostInRoundBytes+b.deliveredInRound)
+	return b.par.RandomLossMax > 0 && b.noStandingQueue(b.minRTTInRound) && b.littleLossInRound()
 }
 
 // randomLossInStartup is randomLossRound for Startup's loss exit: no RTT
@@ -196,8 +195,7 @@ func (b *BBR) randomLossRound() bool {
 // losses (two BBR flows' Jain index, mean of ten seeds: 0.86 -> 0.77).
 func (b *BBR) randomLossInStartup() bool {
 	return b.par.RandomLossMax > 0 && b.minRTT > 0 && b.maxRTTInRound > 0 &&
-		b.maxRTTInRound <= b.minRTT+b.queueThreshold() &&
-		b.lostInRoundBytes <= b.par.RandomLossMax*(b.lostInRoundBytes+b.deliveredInRound)
+		b.maxRTTInRound <= b.minRTT+b.queueThreshold() && b.littleLossInRound()
 }
 
 // randomLoss reports whether the losses just seen look random rather
@@ -207,8 +205,13 @@ func (b *BBR) randomLossInStartup() bool {
 // inflight_hi (Gilbert-Elliott loss on a 10 Mbit/s path: 158-218 drops
 // in the lab when judged by the round's smallest, 135-147 so).
 func (b *BBR) randomLoss() bool {
-	return b.par.RandomLossMax > 0 && b.noStandingQueue(b.rs.rtt) &&
-		b.lostInRoundBytes <= b.par.RandomLossMax*(b.lostInRoundBytes+b.deliveredInRound)
+	return b.par.RandomLossMax > 0 && b.noStandingQueue(b.rs.rtt) && b.littleLossInRound()
+}
+
+// littleLossInRound reports whether the round so far lost at most
+// RandomLossMax of its packets, the most that can pass for random loss.
+func (b *BBR) littleLossInRound() bool {
+	return b.lostInRoundBytes <= b.par.RandomLossMax*(b.lostInRoundBytes+b.deliveredInRound)
 }
 
 // noStandingQueue reports whether an RTT sample shows no standing queue:
