@@ -441,13 +441,30 @@ func (s *flowSched) PickFlow(now mono.Time, paths []Path, f FlowPacket) FlowDeci
 	if f.FirstPass && fe.striping {
 		return FlowDecision{Extra: allow, RTT: rtt, Yielded: true}
 	}
-	if ready(prim, now) {
+	onPin := func() FlowDecision {
 		others := s.picked(prim.ID) - fe.primSeen
 		s.pick(prim.ID)
 		fe.countOnPin(others, s.picked(prim.ID))
 		fe.share += (1 - fe.share) / shareWindow
 		fe.countSent(f.Size, f.Overhead)
 		return FlowDecision{OK: true, Path: prim.ID, Extra: allow, RTT: rtt}
+	}
+	// A pinned path with a standing queue has lost capacity under the
+	// flow (an LTE cell's rate falls tenfold, and its buffer, sized for
+	// the old rate, holds hundreds of ms while the controller's estimate
+	// catches up): a ready path that delivers sooner takes the packet, as
+	// overflow. Waiting for the pin to have no room left a 16 Mbit/s path
+	// mostly idle beside a 40 Mbit/s one fallen to 4: 5.5 Mbit/s in the
+	// simulator, 7.6 with this (TestSimPinnedPathLosesCapacity); about 4
+	// and 8 in the lab. The pin stays: a path the flow
+	// left carries nothing that would measure it again, and when its
+	// capacity came back the flow stayed off it for 4 s (lab). Only a
+	// queue of packets in flight counts (an idle path's smoothed RTT is
+	// that of its last burst), and not during a trial: the flow moved
+	// there to fill the path and measure it, and its Startup queues.
+	primReady := ready(prim, now)
+	if primReady && (!queuedBeyondJitter(prim) || prim.InFlight == 0 || fe.trialFrom >= 0) {
+		return onPin()
 	}
 	// The pinned path cannot send now: a ready slower path takes the
 	// packet if it arrives sooner than waiting would (the wait so far
@@ -461,7 +478,8 @@ func (s *flowSched) PickFlow(now mono.Time, paths []Path, f FlowPacket) FlowDeci
 	filling := fe.spillWins > 0 && fe.bigPackets
 	for i := range paths {
 		q := &paths[i]
-		if i == pi || !eligible(q, floor) || !ready(q, now) || q.Loss > maxUsefulLoss {
+		if i == pi || !eligible(q, floor) || !ready(q, now) || q.Loss > maxUsefulLoss ||
+			primReady && delay(q, repair)+flowMargin+q.RTTVar >= pd {
 			continue
 		}
 		need := spreadWait(delay(q, repair)-pd, prim) + margin(prim, q)
@@ -493,6 +511,9 @@ func (s *flowSched) PickFlow(now mono.Time, paths []Path, f FlowPacket) FlowDeci
 		if retry < 0 || need-f.Sojourn < retry {
 			retry = need - f.Sojourn
 		}
+	}
+	if primReady {
+		return onPin()
 	}
 	if f.Sojourn < extra/2 && !filling {
 		fe.striping = false
@@ -586,6 +607,12 @@ func (fe *flowEntry) outgrown(now mono.Time, paths []Path, pi int, floor uint8, 
 
 // queueing reports whether p's smoothed RTT shows a standing queue.
 func queueing(p *Path) bool { return standing(p, p.SRTT-p.MinRTT) }
+
+// queuedBeyondJitter reports whether p's smoothed RTT shows a standing
+// queue that its RTT variation does not explain: a radio path's jitter
+// lifts the smoothed RTT by about half its spread, and its variation
+// with it.
+func queuedBeyondJitter(p *Path) bool { return standing(p, p.SRTT-p.MinRTT-2*p.RTTVar) }
 
 // outQueueing reports whether p has a standing queue on the way out.
 func outQueueing(p *Path) bool { return standing(p, p.OutQueue) }

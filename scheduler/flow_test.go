@@ -636,3 +636,43 @@ func ratedPaths(fast, slow float64) func(fastReady, slowReady bool) []Path {
 		return p
 	}
 }
+
+// A flow pinned to the bigger, slower path for capacity sends on the
+// faster path while that pin's capacity has fallen under it (an LTE
+// cell's rate drops tenfold and its buffer fills: a standing queue of
+// packets in flight that its RTT variation does not explain), and goes
+// back to the pin when the queue is gone. Jitter of the same size (RTTVar
+// with it) and an idle pin's smoothed RTT from its last burst do not
+// divert it.
+func TestFlowBypassesAPinWhoseCapacityFell(t *testing.T) {
+	paths := ratedPaths(16e6, 40e6)
+	for _, c := range []struct {
+		name          string
+		queue, rttvar time.Duration
+		inFlight      int
+		want          int
+	}{
+		{"capacity fell: 150 ms of queue", 150 * ms, 10 * ms, 40, 0},
+		{"jitter: 20 ms above the minimum, RTTVar 15 ms", 20 * ms, 15 * ms, 40, 1},
+		{"an idle pin's stale smoothed RTT", 150 * ms, 10 * ms, 0, 1},
+	} {
+		s := mk(t, "flow")
+		now := mono.Time(0)
+		// 1,000 B every 0.3 ms (27 Mbit/s) fills the 16 Mbit/s path: the
+		// pin moves to the 40 Mbit/s one.
+		if d := fill(t, s, &now, paths(true, true), 2*time.Second, 300*time.Microsecond, 1000); d.Path != 1 {
+			t.Fatalf("%s: a flow filling the small path is on path %d, want the big one", c.name, d.Path)
+		}
+		late := paths(true, true)
+		late[1].SRTT, late[1].RTTVar, late[1].InFlight = late[1].MinRTT+c.queue, c.rttvar, c.inFlight
+		for range 10 {
+			now = now.Add(300 * time.Microsecond)
+			if d := flowPick(t, s, now, late, FlowPacket{Flow: 1, Size: 1000}); !d.OK || d.Path != c.want {
+				t.Fatalf("%s: %+v, want path %d", c.name, d, c.want)
+			}
+		}
+		if d := flowPick(t, s, now.Add(300*time.Microsecond), paths(true, true), FlowPacket{Flow: 1, Size: 1000}); d.Path != 1 {
+			t.Errorf("%s: with the queue gone the flow is on path %d, want its pin 1", c.name, d.Path)
+		}
+	}
+}
