@@ -99,13 +99,8 @@ func runInner(t testing.TB, cell simCell, n int, cfg Config, dur time.Duration, 
 	if cfg.AQM == nil {
 		cfg.AQM = defaultAQM()
 	}
-	h := newHarness(t, harnessConfig{seed: simSeed, links: cell.links(n), down: cell.revLinks(n), cli: cfg, srv: cfg})
 	var flows []*innerTCP
-	h.onDeliver = func(side int, c *Conn, b []byte) { routeInner(flows, side, b) }
-	c := h.dial(n)
-	if !h.runUntil(10*time.Second, func() bool { return h.openPaths(c) == n && h.openPaths(h.serverConn()) == n }) {
-		t.Fatalf("%s: not open\n%s", cell.name, h.dumpEvents())
-	}
+	h, c := openInner(t, cell, n, cfg, simSeed, &flows)
 	f := newInnerTCP(h, sideClient, 5201, 1400)
 	f.ackEvery = cell.ackEvery
 	if bbr {
@@ -127,6 +122,18 @@ func runInner(t testing.TB, cell simCell, n int, cfg Config, dur time.Duration, 
 		r.rttP50 = quantileDur(s, 0.5)
 	}
 	return r
+}
+
+// openInner opens a tunnel over the cell's first n paths, cfg at both
+// ends, and hands what it delivers to the inner flows *flows holds.
+func openInner(t testing.TB, cell simCell, n int, cfg Config, seed int64, flows *[]*innerTCP) (*harness, *Conn) {
+	h := newHarness(t, harnessConfig{seed: seed, links: cell.links(n), down: cell.revLinks(n), cli: cfg, srv: cfg})
+	h.onDeliver = func(side int, c *Conn, b []byte) { routeInner(*flows, side, b) }
+	c := h.dial(n)
+	if !h.runUntil(10*time.Second, func() bool { return h.openPaths(c) == n && h.openPaths(h.serverConn()) == n }) {
+		t.Fatalf("%s: not open\n%s", cell.name, h.dumpEvents())
+	}
+	return h, c
 }
 
 func quantileDur(s []time.Duration, q float64) time.Duration {

@@ -14,13 +14,8 @@ import (
 func runCapacityDrop(t *testing.T, seed int64) (low, back float64) {
 	cell := simCell{name: "dsl16-lte40-drop", rate: [2]float64{16e6, 40e6}, delay: [2]time.Duration{5 * time.Millisecond, 20 * time.Millisecond}}
 	cfg := Config{CCID: "bbr", Retransmit: true, AQM: defaultAQM()}
-	h := newHarness(t, harnessConfig{seed: seed, links: cell.links(2), cli: cfg, srv: cfg})
 	var flows []*innerTCP
-	h.onDeliver = func(side int, c *Conn, b []byte) { routeInner(flows, side, b) }
-	c := h.dial(2)
-	if !h.runUntil(10*time.Second, func() bool { return h.openPaths(c) == 2 && h.openPaths(h.serverConn()) == 2 }) {
-		t.Fatalf("seed %d: not open\n%s", seed, h.dumpEvents())
-	}
+	h, _ := openInner(t, cell, 2, cfg, seed, &flows)
 	f := newInnerTCP(h, sideClient, 5201, 1400)
 	flows = append(flows, f)
 	start := h.sim.Now()

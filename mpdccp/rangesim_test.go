@@ -161,13 +161,8 @@ func TestSimStandbyTerrestrialReport(t *testing.T) {
 	for _, bbr := range []bool{false, true} {
 		for _, cell := range []simCell{rangeCells[3], rangeCells[4], rangeCells[8]} {
 			cfg := Config{CCID: "bbr", Retransmit: true, AQM: defaultAQM()}
-			h := newHarness(t, harnessConfig{seed: simSeed, links: cell.links(2), cli: cfg, srv: cfg})
 			var flows []*innerTCP
-			h.onDeliver = func(side int, c *Conn, b []byte) { routeInner(flows, side, b) }
-			c := h.dial(2)
-			if !h.runUntil(10*time.Second, func() bool { return h.openPaths(c) == 2 && h.openPaths(h.serverConn()) == 2 }) {
-				t.Fatalf("%s: not open", cell.name)
-			}
+			h, c := openInner(t, cell, 2, cfg, simSeed, &flows)
 			terrestrial := 0
 			if cell.delay[1] < cell.delay[0] {
 				terrestrial = 1
