@@ -194,8 +194,14 @@ func (b *BBR) randomLossRound() bool {
 // second flow's Startup on a jittery 100 ms path ran on through its
 // losses (two BBR flows' Jain index, mean of ten seeds: 0.86 -> 0.77).
 func (b *BBR) randomLossInStartup() bool {
-	return b.par.RandomLossMax > 0 && b.minRTT > 0 && b.maxRTTInRound > 0 &&
-		b.maxRTTInRound <= b.minRTT+b.queueThreshold() && b.littleLossInRound()
+	return b.par.RandomLossMax > 0 && b.minRTT > 0 && b.maxRTTInRound > 0 && !b.roundQueued() &&
+		b.littleLossInRound()
+}
+
+// roundQueued reports whether some RTT sample of the round so far showed
+// a queue above queueThreshold, noise or not.
+func (b *BBR) roundQueued() bool {
+	return b.minRTT > 0 && b.maxRTTInRound > b.minRTT+b.queueThreshold()
 }
 
 // randomLoss reports whether the losses just seen look random rather
@@ -788,7 +794,7 @@ func (b *BBR) adaptLowerBounds() {
 	heavy := b.lostInRoundBytes > b.par.PureBetaThresh*(b.lostInRoundBytes+b.deliveredInRound)
 	// Only losses that come with a standing queue are competition; random
 	// loss on an uncongested path must not cut (BBR's point).
-	queued := b.minRTT > 0 && b.maxRTTInRound > b.minRTT+b.queueThreshold()
+	queued := b.roundQueued()
 	if b.par.PureBeta && (heavy && (queued || !b.par.QueuedLossOnly) || b.queueInRound) {
 		if b.roundCount < b.loCutRound+2 {
 			return // the previous cut has not had a round trip to show yet
