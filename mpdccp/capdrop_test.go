@@ -38,14 +38,16 @@ func runCapacityDrop(t *testing.T, seed int64) (low, back float64) {
 // path keeps using the DSL path beside it when LTE's capacity falls
 // tenfold under it. Waiting for the pinned path to have no room left DSL
 // mostly idle while LTE's buffer held the flow's packets: 5.5 Mbit/s
-// while LTE was low and 47.5 after (7.6 and 50.8 with the bypass; the
-// two paths carry 20 and 56). The links have no random loss or jitter,
-// so one seed is the whole story.
+// while LTE was low and 47.5 after (7.6 and 50.8 with the bypass; 14.1
+// and 50.9 once LTE's outer BBR also cuts to the rate its queued rounds
+// delivered, ccid.BBRParams.QueueCutToDelivery; the two paths carry 20
+// and 56). The links have no random loss or jitter, so one seed is the
+// whole story.
 func TestSimPinnedPathLosesCapacity(t *testing.T) {
 	low, back := runCapacityDrop(t, simSeed)
 	t.Logf("%.1f Mbit/s while LTE is at 4 Mbit/s, %.1f after", low/1e6, back/1e6)
-	if low < 6.5e6 {
-		t.Errorf("%.1f Mbit/s while the pinned path is at a tenth of its rate, want >= 6.5", low/1e6)
+	if low < 11e6 {
+		t.Errorf("%.1f Mbit/s while the pinned path is at a tenth of its rate, want >= 11", low/1e6)
 	}
 	if back < 49e6 {
 		t.Errorf("%.1f Mbit/s once its rate is back, want >= 49", back/1e6)
