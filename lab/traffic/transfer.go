@@ -101,7 +101,7 @@ func RunTransfers(ctx context.Context, env Env, cfg TransferConfig) (TransferRes
 			start := mono.Now()
 			ok := fetch(ctx, env, cfg.Port, cfg.CC, size)
 			ms := float64(mono.Now().Sub(start)) / 1e6
-			if ctx.Err() != nil {
+			if ended(ctx) {
 				return finishTransfers(res), nil
 			}
 			st := &res.Sizes[i]
