@@ -9,6 +9,7 @@ import (
 
 	"github.com/mptun/mptun/ccid"
 	"github.com/mptun/mptun/ccid/aqm"
+	"github.com/mptun/mptun/internal/defaults"
 	"github.com/mptun/mptun/internal/mono"
 	"github.com/mptun/mptun/internal/netsim"
 	"github.com/mptun/mptun/reorder"
@@ -190,7 +191,7 @@ func TestSimMatrixReport(t *testing.T) {
 	_ = mono.Never
 }
 
-func defaultAQM() *aqm.Config { return &aqm.Config{Target: 20 * time.Millisecond} }
+func defaultAQM() *aqm.Config { return &aqm.Config{Target: defaults.AQMTarget} }
 
 // TestSimDoNoHarm checks the robust-aggregation and latency promises in
 // simulation, with one inner CUBIC or BBR flow (innerTCP) and the defaults: on
