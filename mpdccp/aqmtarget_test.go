@@ -28,15 +28,9 @@ func runSwingingPaths(t *testing.T, target time.Duration, seed uint64) float64 {
 	f.start(start.Add(dur))
 	rng := rand.New(rand.NewPCG(seed, 7))
 	for i := range 2 {
-		p := h.paths[i]
 		for at := 500 * time.Millisecond; at < dur; at += time.Duration(200+rng.IntN(800)) * time.Millisecond {
 			r := cell.rate[i] * (0.3 + 1.4*rng.Float64())
-			h.sim.At(start.Add(at), func() {
-				up, down := p.up.Config(), p.down.Config()
-				up.Rate, down.Rate = r, r
-				p.up.SetConfig(up)
-				p.down.SetConfig(down)
-			})
+			h.sim.At(start.Add(at), func() { h.setPathRate(i, r) })
 		}
 	}
 	h.run(dur)

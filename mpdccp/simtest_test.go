@@ -249,6 +249,16 @@ func (h *harness) transmit(side int, t Transmit, b []byte) {
 
 func (h *harness) run(d time.Duration) { h.sim.RunUntil(h.sim.Now().Add(d)) }
 
+// setPathRate changes path i's rate, both directions, from now on (a
+// radio path whose capacity moves under the flow).
+func (h *harness) setPathRate(i int, r float64) {
+	p := h.paths[i]
+	up, down := p.up.Config(), p.down.Config()
+	up.Rate, down.Rate = r, r
+	p.up.SetConfig(up)
+	p.down.SetConfig(down)
+}
+
 // runUntil runs until cond holds or limit passes; it reports whether cond held.
 func (h *harness) runUntil(limit time.Duration, cond func() bool) bool {
 	end := h.sim.Now().Add(limit)
