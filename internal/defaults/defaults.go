@@ -36,9 +36,12 @@ const (
 	// a radio path's capacity drops need more: the queue is the bulk
 	// flow's own (FQ serves pings and short flows first), so it may hold
 	// a capacity dip rather than cut the flow. Two trace-driven LTE paths:
-	// 18.8-20.5 Mbit/s with 20 ms, 20.7-22.1 with 50 ms (lab, 7 December).
+	// 18.8-20.5 Mbit/s with 20 ms, 20.7-22.6 with 50 ms, 24.4-25.0 with
+	// 100 ms, 26.2-26.5 with 200 ms (lab, 7 December); at 200 ms the
+	// flows beside it began to wait for the paths' own queues (probes'
+	// one-way delay p99 223-241 ms against 136-172).
 	AQM       = true
-	AQMTarget = 50 * time.Millisecond
+	AQMTarget = 100 * time.Millisecond
 	// ECN: outer headers carry the inner packets' ECN field (RFC 6040)
 	// and the controllers respond to CE marks.
 	ECN = true
