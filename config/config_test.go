@@ -59,7 +59,7 @@ func TestCPEValues(t *testing.T) {
 		t.Errorf("lte ccid %q", cfg.Paths[1].CCID)
 	}
 	c := cfg.Connection
-	if c.ReorderMaxHold != 0 || c.ServiceCode != 0x6D707475 || c.AQMTarget != 100*time.Millisecond {
+	if c.ReorderMaxHold != 0 || c.ServiceCode != 0x6D707475 || c.AQMTarget != 50*time.Millisecond {
 		t.Errorf("connection %+v", c)
 	}
 	if len(c.Classes) != 2 || c.Classes[1].SrcPorts[0] != (PortRange{5060, 5060}) || c.Classes[0].Protocol != 17 || len(c.Classes[0].DstPorts) != 2 ||

@@ -34,9 +34,8 @@ func runCapacityDrop(t *testing.T, seed int64) (low, back float64) {
 // while LTE was low and 47.5 after (7.6 and 50.8 with the bypass; 14.1
 // and 50.9 once LTE's outer BBR also cuts to the rate its queued rounds
 // delivered, ccid.BBRParams.QueueCutToDelivery; 13.6 and 51.4 with the
-// send queue's 50 ms AQM target, 13.1 and 51.4 with 100 ms; the two paths
-// carry 20 and 56). The links have no random loss or jitter, so one seed
-// is the whole story.
+// send queue's 50 ms AQM target; the two paths carry 20 and 56). The
+// links have no random loss or jitter, so one seed is the whole story.
 func TestSimPinnedPathLosesCapacity(t *testing.T) {
 	low, back := runCapacityDrop(t, simSeed)
 	t.Logf("%.1f Mbit/s while LTE is at 4 Mbit/s, %.1f after", low/1e6, back/1e6)

