@@ -4,6 +4,7 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -50,6 +51,7 @@ func runHeal(t *testing.T, file string, opt scenario.Options) *report.Run {
 	}
 	t.Cleanup(func() {
 		if t.Failed() {
+			logTunnelCounters(t, run)
 			logs, _ := filepath.Glob(filepath.Join(out, "mptun", "mptund-*.log"))
 			for _, l := range logs {
 				b, _ := os.ReadFile(l)
@@ -58,6 +60,29 @@ func runHeal(t *testing.T, file string, opt scenario.Options) *report.Run {
 		}
 	})
 	return run
+}
+
+// logTunnelCounters logs the counters that say where a lost packet went:
+// each daemon's send queue (AQM), reorderer and per-path suspicions.
+func logTunnelCounters(t *testing.T, run *report.Run) {
+	m, ok := run.PeerMetrics.(*report.TunnelMetrics)
+	if !ok {
+		return
+	}
+	for _, side := range []string{"sender", "receiver"} {
+		var st map[string]any // a control.Status, read as JSON
+		if b, err := json.Marshal(m.Status[side]); err != nil || json.Unmarshal(b, &st) != nil {
+			continue
+		}
+		conns, _ := st["connections"].([]any)
+		for _, c := range conns {
+			cm, _ := c.(map[string]any)
+			keep := map[string]any{"aqm": cm["aqm"], "reorder": cm["reorder"], "queue_drops": cm["queue_drops"],
+				"repaired": cm["repaired"], "dropped_datagrams": st["dropped_datagrams"]}
+			b, _ := json.Marshal(keep)
+			t.Logf("%s counters: %s", side, b)
+		}
+	}
 }
 
 func eventAt(t *testing.T, run *report.Run, action string, n int) float64 {

@@ -517,9 +517,12 @@ func (b *buffer) markPast(seq uint64, delivered bool, open mono.Time) {
 	b.pastOpen[i] = open
 }
 
-// maxLateQueued bounds late packets waiting in the ready queue; the
-// engine pops after every push, so more means nobody is popping.
-const maxLateQueued = 64
+// maxLateQueued bounds late packets waiting in the ready queue, against a
+// caller that never pops. The daemon pops after each receive batch (up to
+// 128 datagrams), and after a stall a batch may be all late packets: at a
+// failover, the re-injected copies of a gap the timer skipped meanwhile
+// (by our reading, how a CI run lost 27 probe packets with a bound of 64).
+const maxLateQueued = 512
 
 // pushReady queues it for delivery ahead of the window, growing the queue
 // when needed, so that a flush never fails.
