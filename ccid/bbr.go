@@ -162,6 +162,15 @@ type BBRParams struct {
 	// Mbit/s of a 10 Mbit/s path losing 5 %). Loss with a queue, or more
 	// than this, is congestion as in the draft. 0 turns it off.
 	RandomLossMax float64
+	// InitialRateFloor (bytes per second) sizes the first window of a
+	// long path from its handshake round trip: at least this rate ×
+	// RTT. Ten packets per 600 ms round (a GEO satellite) is 0.2 Mbit/s,
+	// and Startup took 5 s to carry the 4 Mbit/s a constant-rate stream
+	// overflowed onto such a path; everything the fast path could not
+	// carry meanwhile was dropped (simulator: 96.8 % of the stream
+	// delivered, 99.0 % with 2 Mbit/s). Paths under about 60 ms keep the
+	// ten packets of RFC 6928. 0 turns it off.
+	InitialRateFloor float64
 }
 
 // DefaultBBRParams are the parameters mptun runs with.
@@ -191,6 +200,7 @@ func DefaultBBRParams() BBRParams {
 		RandomLossMax:        0.15,
 		NoiseAware:           true,
 		DrainedSkipsProbeRTT: true,
+		InitialRateFloor:     2e6 / 8,
 	}
 }
 

@@ -3,6 +3,7 @@
 package ccid
 
 import (
+	"math"
 	"math/rand/v2"
 	"slices"
 	"testing"
@@ -484,5 +485,36 @@ func TestRTOOutlastsASteadyRoundTripAndTheAckDelay(t *testing.T) {
 		if st := c.State(); st.Timeouts != 0 || st.PacketsLost != 0 {
 			t.Errorf("%s: %d timeouts, %d packets lost on a lossless steady path", name, st.Timeouts, st.PacketsLost)
 		}
+	}
+}
+
+// A path's handshake round trip sizes BBR's first window: a long path
+// starts at InitialRateFloor × RTT (a GEO satellite at 600 ms: about 100
+// packets of 1,250 bytes, not 10), paced over that round trip; a short one
+// keeps RFC 6928's ten packets.
+func TestSeedRTTSizesALongPathsFirstWindow(t *testing.T) {
+	for _, c := range []struct {
+		rtt  time.Duration
+		want float64 // cwnd, bytes
+	}{
+		{20 * time.Millisecond, 10 * 1250},
+		{600 * time.Millisecond, 2e6 / 8 * 0.6},
+	} {
+		b := NewBBR(Config{MSS: 1250})
+		b.SeedRTT(0, c.rtt)
+		st := b.State()
+		if got := float64(st.Cwnd * 1250); math.Abs(got-c.want) > 1250 {
+			t.Errorf("RTT %v: first window %.0f bytes, want %.0f", c.rtt, got, c.want)
+		}
+		if rate := st.PacingRate * c.rtt.Seconds(); rate < float64(st.Cwnd*1250) {
+			t.Errorf("RTT %v: pacing %.0f B/s sends less than the window in a round trip", c.rtt, st.PacingRate)
+		}
+	}
+	off := DefaultBBRParams()
+	off.InitialRateFloor = 0
+	b := NewBBR(Config{MSS: 1250, BBR: &off})
+	b.SeedRTT(0, 600*time.Millisecond)
+	if st := b.State(); st.Cwnd != 10 {
+		t.Errorf("floor off: first window %d packets, want 10", st.Cwnd)
 	}
 }

@@ -19,13 +19,17 @@ type RTTSeeder interface {
 	SeedRTT(now mono.Time, rtt time.Duration)
 }
 
-// SeedRTT takes the handshake's round trip as the first RTT sample.
+// SeedRTT takes the handshake's round trip as the first RTT sample, and
+// sizes a long path's first window by it (BBRParams.InitialRateFloor).
 func (b *BBR) SeedRTT(now mono.Time, rtt time.Duration) {
 	if rtt <= 0 || b.minRTT >= 0 {
 		return
 	}
 	b.t.updateRTT(now, rtt)
 	b.minRTT, b.minRTTStamp = rtt, now
+	if b.delivered == 0 {
+		b.cwnd = max(b.cwnd, b.par.InitialRateFloor*rtt.Seconds())
+	}
 	b.pacingRate = bbrStartupPacingGain * b.cwnd / rtt.Seconds()
 	b.applyPacing(now)
 }

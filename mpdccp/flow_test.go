@@ -148,10 +148,12 @@ func TestConstantRateStreamOverflowsOntoASatellitePath(t *testing.T) {
 	ping.run(64*8*20, 16*time.Second)
 	h.run(20 * time.Second)
 
-	// What is lost goes in the first seconds, while the satellite path's
-	// controller ramps up over its 600 ms rounds: 96.7 % delivered, 85 %
-	// with the satellite cap applied to this flow too.
-	if got, want := len(stream.order), len(stream.sent)*95/100; got < want {
+	// What is lost goes in the first seconds, while the stream is found
+	// unresponsive and the satellite path's controller ramps up over its
+	// 600 ms rounds: 99.0 % delivered; 96.8 % when its first window was
+	// ten packets (ccid.BBRParams.InitialRateFloor), 85 % with the
+	// satellite cap applied to this flow too.
+	if got, want := len(stream.order), len(stream.sent)*985/1000; got < want {
 		t.Errorf("stream: %d of %d delivered, want at least %d (send queue %+v)", got, len(stream.sent), want, c.fq.Stats())
 	}
 	for i := 1; i < len(stream.order); i++ {
@@ -177,7 +179,9 @@ func TestConstantRateStreamOverflowsOntoASatellitePath(t *testing.T) {
 // With both: 82-87 % delivered (seeds 23, 24); with only the
 // controller's timeout fixed this test still sees one suspicion and
 // 94.9 %. The controller's timeout has its own test
-// (ccid.TestRTOOutlastsASteadyRoundTripAndTheAckDelay).
+// (ccid.TestRTOOutlastsASteadyRoundTripAndTheAckDelay). With both fixed,
+// 95.1-96.9 % (seeds 23-25) while the path's first window was ten
+// packets, 99.0 % with ccid.BBRParams.InitialRateFloor.
 func TestConstantRateStreamOverALossySatellitePath(t *testing.T) {
 	cell := simCell{rate: [2]float64{20e6, 10e6}, delay: [2]time.Duration{8 * time.Millisecond, 300 * time.Millisecond},
 		loss: [2]float64{0, 0.02}}
@@ -188,7 +192,7 @@ func TestConstantRateStreamOverALossySatellitePath(t *testing.T) {
 	sat := c.Stats().Paths[1]
 	t.Logf("delivered %d of %d; satellite path: %d timeouts, %d suspicions, %d lost",
 		len(stream.order), len(stream.sent), sat.CC.Timeouts, sat.Suspicions, sat.CC.PacketsLost)
-	if got, want := len(stream.order), len(stream.sent)*93/100; got < want {
+	if got, want := len(stream.order), len(stream.sent)*98/100; got < want {
 		t.Errorf("stream: %d of %d delivered, want at least %d (send queue %+v)", got, len(stream.sent), want, c.fq.Stats())
 	}
 	if sat.CC.Timeouts != 0 || sat.Suspicions != 0 {
