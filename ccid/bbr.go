@@ -165,7 +165,7 @@ type BBRParams struct {
 	// InitialRateFloor (bytes per second) sizes the first window of a
 	// long path from its handshake round trip: at least this rate ×
 	// RTT. Ten packets per 600 ms round (a GEO satellite) is 0.2 Mbit/s,
-	// and Startup took 5 s to carry the 4 Mbit/s a constant-rate stream
+	// and Startup took about 4 s to carry the 4 Mbit/s a constant-rate stream
 	// overflowed onto such a path; everything the fast path could not
 	// carry meanwhile was dropped (simulator: 96.8 % of the stream
 	// delivered, 99.0 % with 2 Mbit/s). Paths under about 60 ms keep the
