@@ -163,13 +163,13 @@ type BBRParams struct {
 	// than this, is congestion as in the draft. 0 turns it off.
 	RandomLossMax float64
 	// InitialRateFloor (bytes per second) sizes the first window of a
-	// long path from its handshake round trip: at least this rate ×
-	// RTT. Ten packets per 600 ms round (a GEO satellite) is 0.2 Mbit/s,
-	// and Startup took about 4 s to carry the 4 Mbit/s a constant-rate stream
-	// overflowed onto such a path; everything the fast path could not
-	// carry meanwhile was dropped (simulator: 96.8 % of the stream
-	// delivered, 99.0 % with 2 Mbit/s). Paths under about 60 ms keep the
-	// ten packets of RFC 6928. 0 turns it off.
+	// long path from its handshake round trip: at least this rate × RTT.
+	// Ten packets per 600 ms round (a GEO satellite) is 0.2 Mbit/s, and
+	// Startup took about 4 s to carry the 4 Mbit/s a constant-rate stream
+	// overflowed onto such a path; what the fast path could not carry
+	// meanwhile was dropped (simulator: 96.8 % of the stream delivered,
+	// 99.0 % with 2 Mbit/s). Paths under about 60 ms keep the ten packets
+	// of RFC 6928. 0 turns it off.
 	InitialRateFloor float64
 }
 
