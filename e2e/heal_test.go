@@ -4,7 +4,6 @@ package e2e
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -13,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mptun/mptun/control"
 	"github.com/mptun/mptun/internal/mono"
 	"github.com/mptun/mptun/lab/report"
 	"github.com/mptun/mptun/lab/scenario"
@@ -63,24 +63,20 @@ func runHeal(t *testing.T, file string, opt scenario.Options) *report.Run {
 }
 
 // logTunnelCounters logs the counters that say where a lost packet went:
-// each daemon's send queue (AQM), reorderer and per-path suspicions.
+// each daemon's send queue (AQM), reorderer, repairs and dropped datagrams.
 func logTunnelCounters(t *testing.T, run *report.Run) {
 	m, ok := run.PeerMetrics.(*report.TunnelMetrics)
 	if !ok {
 		return
 	}
 	for _, side := range []string{"sender", "receiver"} {
-		var st map[string]any // a control.Status, read as JSON
-		if b, err := json.Marshal(m.Status[side]); err != nil || json.Unmarshal(b, &st) != nil {
+		st, ok := m.Status[side].(control.Status)
+		if !ok {
 			continue
 		}
-		conns, _ := st["connections"].([]any)
-		for _, c := range conns {
-			cm, _ := c.(map[string]any)
-			keep := map[string]any{"aqm": cm["aqm"], "reorder": cm["reorder"], "queue_drops": cm["queue_drops"],
-				"repaired": cm["repaired"], "dropped_datagrams": st["dropped_datagrams"]}
-			b, _ := json.Marshal(keep)
-			t.Logf("%s counters: %s", side, b)
+		for _, c := range st.Conns {
+			t.Logf("%s counters: aqm %+v; reorder %+v; queue drops %d, repaired %d; datagrams dropped %v",
+				side, c.AQM, c.Reorder, c.QueueDrops, c.Repaired, st.Dropped)
 		}
 	}
 }
